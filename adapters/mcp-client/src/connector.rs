@@ -1,0 +1,187 @@
+//! Opening sessions: spawning stdio children or dialling streamable HTTP endpoints.
+
+use std::{process::Stdio, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use quarry_domain::{Endpoint, ServerSpec, sanitize_label};
+use quarry_ports::{UpstreamConnector, UpstreamError, UpstreamSession};
+use rmcp::{
+    ServiceExt,
+    model::{ClientConfig, Implementation},
+    transport::{
+        StreamableHttpClientTransport, async_rw::AsyncRwTransport,
+        common::client_side_sse::ExponentialBackoff,
+        streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+};
+
+use crate::session::RmcpSession;
+
+/// Environment variables a child inherits from the gateway; everything else it gets must be
+/// configured for it explicitly. Secrets in the gateway's environment never leak to upstreams.
+const INHERITED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "TZ",
+    "SYSTEMROOT",
+];
+
+/// Connects to upstream MCP servers with rmcp.
+#[derive(Debug, Clone)]
+pub struct RmcpConnector {
+    http: reqwest::Client,
+    max_content_bytes: u64,
+}
+
+impl RmcpConnector {
+    /// A connector whose sessions accept content up to `max_content_bytes` (the configured
+    /// `max_resource_size_mb`); larger messages are refused by the transport itself.
+    ///
+    /// # Errors
+    /// When the HTTP client cannot be built (no TLS roots, for instance).
+    pub fn new(max_content_bytes: u64) -> Result<Self, String> {
+        // One crypto library for the whole process: rustls over ring. Installing twice is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Self {
+            http,
+            max_content_bytes,
+        })
+    }
+
+    /// The largest JSON-RPC message accepted: base64 grows content by 4/3, plus room for the
+    /// envelope.
+    fn max_message_bytes(&self) -> usize {
+        let encoded = self.max_content_bytes.saturating_mul(4) / 3 + 64 * 1024;
+        usize::try_from(encoded).unwrap_or(usize::MAX)
+    }
+}
+
+fn client_info() -> ClientConfig {
+    let mut info = ClientConfig::default();
+    info.client_info = Implementation::new("quarry", env!("CARGO_PKG_VERSION"));
+    info
+}
+
+fn spawn_child(
+    spec: &ServerSpec,
+    command: &str,
+    args: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: Option<&str>,
+) -> Result<Child, UpstreamError> {
+    let mut cmd = Command::new(command);
+    cmd.args(args)
+        .env_clear()
+        .envs(
+            INHERITED_ENV
+                .iter()
+                .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
+        )
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    cmd.spawn().map_err(|e| {
+        UpstreamError::Unreachable(format!(
+            "cannot start '{}' for server '{}': {e}",
+            sanitize_label(command),
+            spec.name
+        ))
+    })
+}
+
+/// Forwards a child's stderr to the log, line by line and bounded, so it never reaches the
+/// gateway's own stdout.
+fn forward_stderr(server: String, child: &mut Child) {
+    let Some(stderr) = child.stderr.take() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!(target: "quarry::upstream", server = %server, "stderr: {}", sanitize_label(&line));
+        }
+    });
+}
+
+#[async_trait]
+impl UpstreamConnector for RmcpConnector {
+    async fn connect(&self, spec: &ServerSpec) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
+        let deadline = spec.timeout;
+        let timeout_ms = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
+        match &spec.endpoint {
+            Endpoint::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let mut child = spawn_child(spec, command, args, env, cwd.as_deref())?;
+                forward_stderr(spec.name.to_string(), &mut child);
+                let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+                    return Err(UpstreamError::Unreachable(
+                        "child has no stdio pipes".into(),
+                    ));
+                };
+                let transport = AsyncRwTransport::new_client(stdout, stdin)
+                    .with_max_line_length(self.max_message_bytes());
+                let service = tokio::time::timeout(deadline, client_info().serve(transport))
+                    .await
+                    .map_err(|_| UpstreamError::Timeout(timeout_ms))?
+                    .map_err(|e| {
+                        UpstreamError::Unreachable(format!(
+                            "MCP handshake with '{}' failed: {}",
+                            spec.name,
+                            sanitize_label(&e.to_string())
+                        ))
+                    })?;
+                Ok(Arc::new(
+                    RmcpSession::new(spec.clone(), service, Some(child), self.max_content_bytes)
+                        .await,
+                ))
+            }
+            Endpoint::Http { url } => {
+                let mut retry = ExponentialBackoff::default();
+                retry.max_times = Some(3);
+                retry.max_delay = Some(Duration::from_secs(30));
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .max_json_response_size(self.max_message_bytes())
+                    .max_sse_event_size(self.max_message_bytes())
+                    .reinit_on_expired_session(true);
+                config.retry_config = Arc::new(retry);
+                let transport =
+                    StreamableHttpClientTransport::with_client(self.http.clone(), config);
+                let service = tokio::time::timeout(deadline, client_info().serve(transport))
+                    .await
+                    .map_err(|_| UpstreamError::Timeout(timeout_ms))?
+                    .map_err(|e| {
+                        UpstreamError::Unreachable(format!(
+                            "MCP handshake with '{}' at {} failed: {}",
+                            spec.name,
+                            sanitize_label(url),
+                            sanitize_label(&e.to_string())
+                        ))
+                    })?;
+                Ok(Arc::new(
+                    RmcpSession::new(spec.clone(), service, None, self.max_content_bytes).await,
+                ))
+            }
+        }
+    }
+}

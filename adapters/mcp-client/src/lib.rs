@@ -1,0 +1,14 @@
+//! Quarry's upstream transport: MCP client sessions (rmcp) with stdio child processes and
+//! streamable HTTP servers.
+//!
+//! Architecture invariant: rmcp types stop here. Every rmcp error becomes an
+//! [`quarry_ports::UpstreamError`] at this seam, and every request carries the server's timeout.
+//!
+//! Child processes are spawned directly (never through a shell) with a minimal environment, their
+//! stderr forwarded to the log, and killed when their session ends.
+
+mod connector;
+mod errors;
+mod session;
+
+pub use connector::RmcpConnector;

@@ -1,0 +1,272 @@
+//! One live MCP client session with an upstream server.
+
+use std::{collections::HashSet, future::Future, time::Duration};
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use quarry_domain::{Body, Content, ServerSpec, Timestamp, sanitize_label};
+use quarry_ports::{
+    UpstreamError, UpstreamListing, UpstreamResource, UpstreamSession, UpstreamTemplate,
+};
+use rmcp::{
+    ClientCacheConfig, RoleClient,
+    model::{ClientConfig, PaginatedRequestParams, ReadResourceRequestParams, ResourceContents},
+    service::{Peer, RunningService, ServiceError},
+};
+use tokio::{process::Child, sync::Mutex};
+
+use crate::errors::from_service;
+
+/// A session: the rmcp service, its peer handle, and the child process behind it, if any.
+pub(crate) struct RmcpSession {
+    spec: ServerSpec,
+    peer: Peer<RoleClient>,
+    offers_resources: bool,
+    max_content_bytes: u64,
+    service: Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
+    child: Mutex<Option<Child>>,
+}
+
+impl std::fmt::Debug for RmcpSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RmcpSession")
+            .field("server", &self.spec.name)
+            .field("offers_resources", &self.offers_resources)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RmcpSession {
+    pub(crate) async fn new(
+        spec: ServerSpec,
+        service: RunningService<RoleClient, ClientConfig>,
+        child: Option<Child>,
+        max_content_bytes: u64,
+    ) -> Self {
+        let peer = service.peer().clone();
+        // Quarry keeps its own cache with its own keys and invalidation; a second, hidden cache
+        // under it would serve content Quarry believes it refreshed.
+        peer.set_response_cache_config(ClientCacheConfig::disabled())
+            .await;
+        let offers_resources = service
+            .peer_info()
+            .is_some_and(|info| info.capabilities.resources.is_some());
+        Self {
+            spec,
+            peer,
+            offers_resources,
+            max_content_bytes,
+            service: Mutex::new(Some(service)),
+            child: Mutex::new(child),
+        }
+    }
+
+    fn timeout_ms(&self) -> u64 {
+        u64::try_from(self.spec.timeout.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Runs one request under the server's deadline. Dropping the request on timeout makes rmcp
+    /// send `notifications/cancelled` upstream.
+    async fn call<T>(
+        &self,
+        reading: bool,
+        request: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, UpstreamError> {
+        if self.peer.is_transport_closed() {
+            return Err(UpstreamError::Unreachable(
+                "the connection to the server closed".into(),
+            ));
+        }
+        match tokio::time::timeout(self.spec.timeout, request).await {
+            Err(_) => Err(UpstreamError::Timeout(self.timeout_ms())),
+            Ok(result) => result.map_err(|e| from_service(e, reading)),
+        }
+    }
+
+    /// Follows `next_cursor` until the last page, the page bound, or a cursor seen before.
+    async fn paginate<T, F, Fut>(&self, mut fetch: F) -> Result<(Vec<T>, bool), UpstreamError>
+    where
+        F: FnMut(Option<PaginatedRequestParams>) -> Fut,
+        Fut: Future<Output = Result<(Vec<T>, Option<String>), ServiceError>>,
+    {
+        let mut items = Vec::new();
+        let mut seen = HashSet::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..self.spec.max_pages {
+            let params = cursor
+                .clone()
+                .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+            let (page, next) = self.call(false, fetch(params)).await?;
+            items.extend(page);
+            match next {
+                None => return Ok((items, false)),
+                Some(next) if !seen.insert(next.clone()) => {
+                    tracing::warn!(server = %self.spec.name, "upstream repeated a pagination cursor; listing stopped there");
+                    return Ok((items, true));
+                }
+                Some(next) => cursor = Some(next),
+            }
+        }
+        tracing::warn!(server = %self.spec.name, max_pages = self.spec.max_pages, "listing stopped at the page bound");
+        Ok((items, true))
+    }
+}
+
+fn parse_time(text: Option<&String>) -> Option<Timestamp> {
+    text.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
+fn optional_label(text: Option<&String>) -> Option<String> {
+    text.map(|t| sanitize_label(t))
+}
+
+#[async_trait]
+impl UpstreamSession for RmcpSession {
+    async fn list_resources(&self) -> Result<UpstreamListing, UpstreamError> {
+        if !self.offers_resources {
+            return Ok(UpstreamListing::default());
+        }
+        let peer = &self.peer;
+        let listed = self
+            .paginate(|params| async move {
+                let page = peer.list_resources(params).await?;
+                Ok((page.resources, page.next_cursor))
+            })
+            .await;
+        let (resources, truncated) = match listed {
+            Ok(found) => found,
+            Err(UpstreamError::MethodNotFound) => return Ok(UpstreamListing::default()),
+            Err(e) => return Err(e),
+        };
+        let resources = resources
+            .into_iter()
+            .map(|r| UpstreamResource {
+                last_modified: parse_time(
+                    r.annotations
+                        .as_ref()
+                        .and_then(|a| a.last_modified.as_ref()),
+                ),
+                name: sanitize_label(&r.name),
+                title: optional_label(r.title.as_ref()),
+                description: optional_label(r.description.as_ref()),
+                mime_type: r.mime_type,
+                size: r.size,
+                uri: r.uri,
+            })
+            .collect();
+        Ok(UpstreamListing {
+            resources,
+            truncated,
+        })
+    }
+
+    async fn list_templates(&self) -> Result<Vec<UpstreamTemplate>, UpstreamError> {
+        if !self.offers_resources {
+            return Ok(Vec::new());
+        }
+        let peer = &self.peer;
+        let listed = self
+            .paginate(|params| async move {
+                let page = peer.list_resource_templates(params).await?;
+                Ok((page.resource_templates, page.next_cursor))
+            })
+            .await;
+        match listed {
+            Ok((templates, _)) => Ok(templates
+                .into_iter()
+                .map(|t| UpstreamTemplate {
+                    name: sanitize_label(&t.name),
+                    description: optional_label(t.description.as_ref()),
+                    mime_type: t.mime_type,
+                    uri_template: t.uri_template,
+                })
+                .collect()),
+            Err(UpstreamError::MethodNotFound) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn read(&self, uri: &str, max_bytes: u64) -> Result<Content, UpstreamError> {
+        let max_bytes = max_bytes.min(self.max_content_bytes);
+        let result = self
+            .call(
+                true,
+                self.peer.read_resource(ReadResourceRequestParams::new(uri)),
+            )
+            .await?;
+        let mut contents = result.contents;
+        // A read may return several parts (a directory, say); the one with the requested URI is
+        // the resource, else the first.
+        let index = contents
+            .iter()
+            .position(|c| content_uri(c) == uri)
+            .unwrap_or(0);
+        if contents.is_empty() {
+            return Err(UpstreamError::Protocol(
+                "the server returned no contents".into(),
+            ));
+        }
+        let content = match contents.swap_remove(index) {
+            ResourceContents::TextResourceContents {
+                mime_type, text, ..
+            } => Content {
+                mime_type,
+                body: Body::Text(text),
+            },
+            ResourceContents::BlobResourceContents {
+                mime_type, blob, ..
+            } => {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(blob.as_bytes())
+                    .map_err(|e| {
+                        UpstreamError::Protocol(format!("blob is not valid base64: {e}"))
+                    })?;
+                Content {
+                    mime_type,
+                    body: Body::Blob(bytes),
+                }
+            }
+            _ => {
+                return Err(UpstreamError::Protocol(
+                    "unsupported resource contents".into(),
+                ));
+            }
+        };
+        if content.len() > max_bytes {
+            return Err(UpstreamError::TooLarge {
+                size: content.len(),
+                limit: max_bytes,
+            });
+        }
+        Ok(content)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.peer.is_transport_closed()
+    }
+
+    async fn close(&self) {
+        if let Some(service) = self.service.lock().await.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), service.cancel()).await;
+        }
+        if let Some(mut child) = self.child.lock().await.take() {
+            // Closing stdin (done by the cancel above) lets a well-behaved server exit; give it a
+            // moment, then kill. Either way it is reaped, never left a zombie.
+            if tokio::time::timeout(Duration::from_millis(500), child.wait())
+                .await
+                .is_err()
+            {
+                let _ = child.kill().await;
+            }
+        }
+    }
+}
+
+fn content_uri(c: &ResourceContents) -> &str {
+    match c {
+        ResourceContents::TextResourceContents { uri, .. }
+        | ResourceContents::BlobResourceContents { uri, .. } => uri,
+        _ => "",
+    }
+}

@@ -1,0 +1,270 @@
+//! The rmcp upstream adapter against real fixture servers over real transports.
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use quarry_domain::{Body, Endpoint, ServerName, ServerSpec};
+use quarry_mcp_client::RmcpConnector;
+use quarry_ports::{UpstreamConnector, UpstreamError, UpstreamSession};
+use quarry_testkit::fixture::{self, FixtureArgs};
+
+const MB: u64 = 1024 * 1024;
+
+fn stdio_spec(name: &str, args: &[&str]) -> ServerSpec {
+    ServerSpec::new(
+        ServerName::parse(name).unwrap(),
+        Endpoint::Stdio {
+            command: fixture::program().display().to_string(),
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+    )
+}
+
+async fn connect(spec: &ServerSpec) -> Arc<dyn UpstreamSession> {
+    RmcpConnector::new(50 * MB)
+        .unwrap()
+        .connect(spec)
+        .await
+        .unwrap()
+}
+
+async fn check_fixture_contents(session: &dyn UpstreamSession) {
+    let hello = session.read("fixture://text/hello.txt", MB).await.unwrap();
+    assert_eq!(hello.mime_type.as_deref(), Some("text/plain"));
+    assert_eq!(hello.body, Body::Text(fixture::hello_text("fixture")));
+    let blob = session.read("fixture://blob/bytes.bin", MB).await.unwrap();
+    assert_eq!(
+        blob.body,
+        Body::Blob(fixture::blob_bytes()),
+        "binary round-trips byte for byte"
+    );
+    let snow = session
+        .read("fixture://unicode/snow.txt", MB)
+        .await
+        .unwrap();
+    assert_eq!(snow.body, Body::Text(fixture::SNOW.into()));
+}
+
+#[tokio::test]
+async fn stdio_upstream_lists_every_page_and_reads_text_and_blob() {
+    let spec = stdio_spec("stdio-fixture", &["--resources", "120", "--page-size", "7"]);
+    let session = connect(&spec).await;
+    let listing = session.list_resources().await.unwrap();
+    assert!(!listing.truncated);
+    assert_eq!(
+        listing.resources.len(),
+        6 + 120,
+        "built-ins plus generated, across 18 pages"
+    );
+    let hello = listing
+        .resources
+        .iter()
+        .find(|r| r.uri == "fixture://text/hello.txt")
+        .unwrap();
+    assert!(
+        hello.last_modified.is_some(),
+        "lastModified annotations are parsed"
+    );
+    check_fixture_contents(session.as_ref()).await;
+    let templates = session.list_templates().await.unwrap();
+    assert_eq!(templates[0].uri_template, "fixture://item/{n}");
+    session.close().await;
+    assert!(session.is_closed());
+}
+
+#[tokio::test]
+async fn http_upstream_lists_and_reads() {
+    let server = fixture::serve_http(
+        FixtureArgs {
+            resources: 30,
+            page_size: 10,
+            ..FixtureArgs::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let spec = ServerSpec::new(
+        ServerName::parse("http-fixture").unwrap(),
+        Endpoint::Http {
+            url: server.url.clone(),
+        },
+    );
+    let session = connect(&spec).await;
+    assert_eq!(session.list_resources().await.unwrap().resources.len(), 36);
+    check_fixture_contents(session.as_ref()).await;
+    session.close().await;
+}
+
+#[tokio::test]
+async fn a_server_without_resources_lists_nothing_and_does_not_fail() {
+    let session = connect(&stdio_spec("tools-only", &["--no-resources"])).await;
+    let listing = session.list_resources().await.unwrap();
+    assert!(listing.resources.is_empty());
+    assert!(session.list_templates().await.unwrap().is_empty());
+    session.close().await;
+}
+
+#[tokio::test]
+async fn a_repeated_cursor_stops_the_listing_instead_of_hanging_it() {
+    let session = connect(&stdio_spec(
+        "looping",
+        &["--repeat-cursor", "--page-size", "2"],
+    ))
+    .await;
+    let listing = session.list_resources().await.unwrap();
+    assert!(listing.truncated);
+    session.close().await;
+}
+
+#[tokio::test]
+async fn the_page_bound_holds() {
+    let mut spec = stdio_spec("bounded", &["--resources", "100", "--page-size", "10"]);
+    spec.max_pages = 3;
+    let session = connect(&spec).await;
+    let listing = session.list_resources().await.unwrap();
+    assert!(listing.truncated);
+    assert_eq!(listing.resources.len(), 30);
+    session.close().await;
+}
+
+// traces: AV-3 — every upstream call has a timeout.
+#[tokio::test]
+async fn a_slow_read_times_out_at_the_servers_deadline() {
+    let mut spec = stdio_spec("slow", &["--slow-ms", "5000"]);
+    spec.timeout = Duration::from_millis(300);
+    let session = connect(&spec).await;
+    let started = std::time::Instant::now();
+    let err = session.read("fixture://slow", MB).await.unwrap_err();
+    assert_eq!(err, UpstreamError::Timeout(300));
+    assert!(started.elapsed() < Duration::from_secs(4));
+    // The session still serves other requests.
+    assert!(session.read("fixture://text/hello.txt", MB).await.is_ok());
+    session.close().await;
+}
+
+#[tokio::test]
+async fn upstream_errors_map_to_the_port_contract() {
+    let session = connect(&stdio_spec("errors", &[])).await;
+    assert!(matches!(
+        session.read("fixture://missing", MB).await,
+        Err(UpstreamError::NotFound(_))
+    ));
+    assert!(matches!(
+        session.read("fixture://fail", MB).await,
+        Err(UpstreamError::Server { code: -32603, .. })
+    ));
+    assert_eq!(
+        session
+            .read("fixture://blob/bytes.bin", 100)
+            .await
+            .unwrap_err(),
+        UpstreamError::TooLarge {
+            size: 256,
+            limit: 100
+        }
+    );
+    session.close().await;
+}
+
+#[tokio::test]
+async fn a_missing_program_is_unreachable_not_a_panic() {
+    let spec = ServerSpec::new(
+        ServerName::parse("missing").unwrap(),
+        Endpoint::Stdio {
+            command: "/nonexistent/quarry-upstream".into(),
+            args: vec![],
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+    );
+    let err = RmcpConnector::new(MB)
+        .unwrap()
+        .connect(&spec)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, UpstreamError::Unreachable(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn an_unreachable_http_endpoint_fails_within_the_timeout() {
+    let mut spec = ServerSpec::new(
+        ServerName::parse("down").unwrap(),
+        Endpoint::Http {
+            url: "http://127.0.0.1:9/mcp".into(),
+        },
+    );
+    spec.timeout = Duration::from_secs(5);
+    let err = RmcpConnector::new(MB)
+        .unwrap()
+        .connect(&spec)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            UpstreamError::Unreachable(_) | UpstreamError::Timeout(_)
+        ),
+        "{err:?}"
+    );
+}
+
+// traces: UC-4 — stdio upstreams get a minimal environment, never the gateway's own variables.
+#[tokio::test]
+async fn children_do_not_inherit_the_gateways_environment() {
+    // cargo sets CARGO_PKG_NAME for every test process; a child that inherited our environment
+    // would have it too.
+    assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+    let session = connect(&stdio_spec("env-check", &[])).await;
+    let pids = fixture_children();
+    assert!(!pids.is_empty(), "the fixture child is running");
+    for pid in pids {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let text = String::from_utf8_lossy(&environ);
+        let names: Vec<&str> = text
+            .split('\0')
+            .filter_map(|kv| kv.split_once('=').map(|(k, _)| k))
+            .collect();
+        assert!(!names.contains(&"CARGO_PKG_NAME"), "{names:?}");
+        assert!(
+            names.iter().all(|k| [
+                "PATH",
+                "HOME",
+                "LANG",
+                "LC_ALL",
+                "TMPDIR",
+                "TZ",
+                "SYSTEMROOT"
+            ]
+            .contains(k)),
+            "{names:?}"
+        );
+    }
+    session.close().await;
+}
+
+/// The pids of this process's children running quarry-fixture.
+fn fixture_children() -> Vec<u32> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let ppid: u32 = after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == me && String::from_utf8_lossy(&cmd).contains("quarry-fixture") {
+            found.push(pid);
+        }
+    }
+    found
+}

@@ -1,0 +1,100 @@
+//! Tool arguments, parsed totally: unknown fields, wrong types, out-of-range numbers and malformed
+//! URIs are E001 with a message saying which argument and why. Never a panic.
+
+use quarry_domain::{
+    ByteRange, Error, ListQuery, PageLimit, ResourceType, ResourceUri, ServerSelector,
+};
+use quarry_ports::ReadRequest;
+use rmcp::model::JsonObject;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(default)]
+    filter_type: Option<String>,
+    #[serde(default)]
+    include_metadata: Option<bool>,
+    #[serde(default)]
+    limit: Option<i64>,
+    #[serde(default)]
+    offset: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    resource_uri: String,
+    #[serde(default)]
+    offset: Option<i64>,
+    #[serde(default)]
+    limit: Option<i64>,
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    use_cache: Option<bool>,
+    #[serde(default)]
+    validate_checksum: Option<bool>,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    args: Option<JsonObject>,
+) -> Result<T, Error> {
+    let value = serde_json::Value::Object(args.unwrap_or_default());
+    serde_json::from_value(value).map_err(|e| Error::invalid(format!("{tool} arguments: {e}")))
+}
+
+/// A parsed `list_mcp_resources` call.
+#[derive(Debug)]
+pub(crate) struct ListCall {
+    pub(crate) query: ListQuery,
+    pub(crate) include_metadata: bool,
+}
+
+pub(crate) fn list(args: Option<JsonObject>) -> Result<ListCall, Error> {
+    let a: ListArgs = decode("list_mcp_resources", args)?;
+    Ok(ListCall {
+        query: ListQuery {
+            server: a.server.as_deref().map(ServerSelector::new).transpose()?,
+            filter_type: a
+                .filter_type
+                .as_deref()
+                .map(str::parse::<ResourceType>)
+                .transpose()?,
+            limit: a
+                .limit
+                .map(PageLimit::new)
+                .transpose()?
+                .unwrap_or(PageLimit::DEFAULT),
+            offset: a
+                .offset
+                .map(ListQuery::parse_offset)
+                .transpose()?
+                .unwrap_or(0),
+        },
+        include_metadata: a.include_metadata.unwrap_or(true),
+    })
+}
+
+pub(crate) fn read(args: Option<JsonObject>) -> Result<ReadRequest, Error> {
+    let a: ReadArgs = decode("read_mcp_resource", args)?;
+    Ok(ReadRequest {
+        uri: ResourceUri::parse(&a.resource_uri)?,
+        range: ByteRange::new(a.offset.unwrap_or(0), a.limit)?,
+        use_cache: a.use_cache.unwrap_or(true),
+        version: a.version,
+        validate_checksum: a.validate_checksum.unwrap_or(true),
+    })
+}
+
+/// The gateway URI a read asked for, when it can be told even though the arguments failed: the
+/// error response echoes it.
+pub(crate) fn requested_uri(args: Option<&JsonObject>) -> Option<String> {
+    args?
+        .get("resource_uri")?
+        .as_str()
+        .map(|s| s.chars().take(256).collect())
+}

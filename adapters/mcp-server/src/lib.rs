@@ -1,0 +1,43 @@
+//! Quarry's inbound MCP server (rmcp): the published tool catalogue and the aggregated resources.
+//!
+//! Architecture invariant: this adapter translates and nothing else. It parses tool arguments
+//! into domain requests (enforcing the schemas' bounds itself: rmcp deserialises, it does not
+//! validate), calls the [`quarry_ports::ResourceGateway`], and renders results and errors in the
+//! spec's shapes. No rmcp type crosses into the application. On stdio, stdout carries only MCP.
+
+mod args;
+mod catalogue;
+mod handler;
+
+pub use catalogue::{LIST_TOOL, READ_TOOL, catalogue};
+pub use handler::GatewayServer;
+
+use std::sync::Arc;
+
+use quarry_ports::ResourceGateway;
+use rmcp::ServiceExt;
+
+/// Serves `gateway` over this process's stdin and stdout until the client disconnects or
+/// `shutdown` resolves.
+///
+/// # Errors
+/// When the MCP handshake fails or the transport breaks.
+pub async fn serve_stdio(
+    gateway: Arc<dyn ResourceGateway>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), String> {
+    let service = GatewayServer::new(gateway)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("MCP handshake on stdio failed: {e}"))?;
+    let ct = service.cancellation_token();
+    tokio::select! {
+        quit = service.waiting() => {
+            quit.map_err(|e| format!("the stdio server stopped: {e}"))?;
+        }
+        () = shutdown => {
+            ct.cancel();
+        }
+    }
+    Ok(())
+}

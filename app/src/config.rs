@@ -1,0 +1,442 @@
+//! Configuration: a TOML file whose sections and keys mirror the spec's `mcp:` configuration,
+//! environment overrides, and validation with messages that say what to fix.
+//!
+//! ```toml
+//! [servers.docs]                 # a stdio upstream
+//! command = "node"
+//! args = ["server.js"]
+//! timeout = 30                   # seconds, every request
+//! retry_attempts = 3             # reads retry a failed connection this many times
+//! retry_delay = 1                # seconds before the first retry, doubling, at most 30
+//!
+//! [servers.remote]               # a streamable HTTP upstream
+//! endpoint = "https://mcp.example.com/mcp"
+//!
+//! [cache]
+//! enabled = true
+//! ttl_seconds = 300
+//! max_size_mb = 100
+//! eviction_policy = "lru"
+//!
+//! [security]
+//! max_resource_size_mb = 50
+//!
+//! [logging]
+//! level = "info"
+//! ```
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use quarry_domain::{
+    ClassificationRule, Classifier, Endpoint, Error, ServerId, ServerName, ServerSpec,
+};
+use serde::Deserialize;
+
+/// The file read when no `--config` or `QUARRY_CONFIG` names one and it exists.
+pub const DEFAULT_FILE: &str = "quarry.toml";
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    servers: BTreeMap<String, ServerSection>,
+    #[serde(default)]
+    cache: CacheSection,
+    #[serde(default)]
+    security: SecuritySection,
+    #[serde(default)]
+    logging: LoggingSection,
+    #[serde(default)]
+    classification: ClassificationSection,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerSection {
+    id: Option<String>,
+    endpoint: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    timeout: Option<f64>,
+    retry_attempts: Option<u32>,
+    retry_delay: Option<f64>,
+    max_pages: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CacheSection {
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default = "default_ttl")]
+    ttl_seconds: u64,
+    #[serde(default = "default_cache_mb")]
+    max_size_mb: u64,
+    #[serde(default = "default_policy")]
+    eviction_policy: String,
+}
+
+impl Default for CacheSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            ttl_seconds: default_ttl(),
+            max_size_mb: default_cache_mb(),
+            eviction_policy: default_policy(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecuritySection {
+    #[serde(default = "default_max_resource_mb")]
+    max_resource_size_mb: u64,
+}
+
+impl Default for SecuritySection {
+    fn default() -> Self {
+        Self {
+            max_resource_size_mb: default_max_resource_mb(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoggingSection {
+    #[serde(default = "default_level")]
+    level: String,
+}
+
+impl Default for LoggingSection {
+    fn default() -> Self {
+        Self {
+            level: default_level(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClassificationSection {
+    #[serde(default)]
+    rules: Vec<ClassificationRule>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_ttl() -> u64 {
+    300
+}
+fn default_cache_mb() -> u64 {
+    100
+}
+fn default_policy() -> String {
+    "lru".into()
+}
+fn default_max_resource_mb() -> u64 {
+    50
+}
+fn default_level() -> String {
+    "info".into()
+}
+
+/// How a server's reads retry a failed connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first failure.
+    pub attempts: u32,
+    /// Delay before the first retry; each next one doubles, up to 30 s.
+    pub delay: Duration,
+}
+
+impl RetryPolicy {
+    /// The longest wait between two attempts.
+    pub const MAX_DELAY: Duration = Duration::from_secs(30);
+
+    /// The delay before retry number `n` (1-based).
+    pub fn delay_before(&self, n: u32) -> Duration {
+        let factor = 2u32.saturating_pow(n.saturating_sub(1));
+        self.delay.saturating_mul(factor).min(Self::MAX_DELAY)
+    }
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 3,
+            delay: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A registered server and its retry policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSettings {
+    /// Name, id, endpoint, timeout, page bound.
+    pub spec: ServerSpec,
+    /// Retries for reads.
+    pub retry: RetryPolicy,
+}
+
+/// Validated settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where they came from (`None`: defaults only).
+    pub source: Option<PathBuf>,
+    /// Registered servers, by name.
+    pub servers: Vec<ServerSettings>,
+    /// Whether content is cached.
+    pub cache_enabled: bool,
+    /// Cache time-to-live.
+    pub cache_ttl: Duration,
+    /// Cache byte budget.
+    pub cache_max_bytes: u64,
+    /// Largest resource accepted, in bytes.
+    pub max_resource_bytes: u64,
+    /// Log filter (`info`, `debug`, `quarry=trace`...).
+    pub log_level: String,
+    /// Resource type rules.
+    pub classifier: Classifier,
+}
+
+impl Settings {
+    /// The defaults: no servers, cache on.
+    pub fn defaults() -> Self {
+        let Ok(settings) = Self::from_file(File::default(), None) else {
+            unreachable!("the defaults are valid")
+        };
+        settings
+    }
+
+    /// Reads settings: the file named (or `quarry.toml` in the working directory if present, or
+    /// the defaults), then the `QUARRY_*` environment overrides.
+    ///
+    /// # Errors
+    /// E001 naming the file, the key and what is wrong.
+    pub fn load(
+        explicit: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, Error> {
+        let path = match explicit {
+            Some(p) => Some(p.to_path_buf()),
+            None => Some(PathBuf::from(DEFAULT_FILE)).filter(|p| p.is_file()),
+        };
+        let mut file = match &path {
+            None => File::default(),
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| {
+                    Error::invalid(format!("cannot read config file {}: {e}", p.display()))
+                })?;
+                toml::from_str(&text).map_err(|e| {
+                    Error::invalid(format!(
+                        "config file {}: {}",
+                        p.display(),
+                        e.to_string().trim_end()
+                    ))
+                })?
+            }
+        };
+        apply_env(&mut file, env)?;
+        Self::from_file(file, path)
+    }
+
+    fn from_file(file: File, source: Option<PathBuf>) -> Result<Self, Error> {
+        let at = |what: String| match &source {
+            Some(p) => Error::invalid(format!("config file {}: {what}", p.display())),
+            None => Error::invalid(what),
+        };
+        if file.cache.eviction_policy != "lru" {
+            return Err(at(format!(
+                "cache.eviction_policy is {:?}; the only policy is \"lru\"",
+                file.cache.eviction_policy
+            )));
+        }
+        if file.cache.max_size_mb == 0 {
+            return Err(at("cache.max_size_mb must be at least 1".into()));
+        }
+        if file.security.max_resource_size_mb == 0 {
+            return Err(at("security.max_resource_size_mb must be at least 1".into()));
+        }
+        let mut servers: Vec<ServerSettings> = Vec::new();
+        for (name, section) in file.servers {
+            let server = server_settings(&name, section).map_err(|e| at(e.message().to_owned()))?;
+            if let Some(other) = servers
+                .iter()
+                .find(|s| s.spec.name.collides_with(&server.spec.name))
+            {
+                return Err(at(format!(
+                    "servers.{} and servers.{} differ only by letter case; server names must be distinct ignoring case",
+                    other.spec.name, server.spec.name
+                )));
+            }
+            if let Some(other) = servers.iter().find(|s| s.spec.id == server.spec.id) {
+                return Err(at(format!(
+                    "servers.{} and servers.{} have the same id {}",
+                    other.spec.name, server.spec.name, server.spec.id
+                )));
+            }
+            servers.push(server);
+        }
+        let classifier = Classifier::new(file.classification.rules)
+            .map_err(|e| at(format!("classification.rules: {}", e.message())))?;
+        Ok(Self {
+            source,
+            servers,
+            cache_enabled: file.cache.enabled,
+            cache_ttl: Duration::from_secs(file.cache.ttl_seconds),
+            cache_max_bytes: file.cache.max_size_mb.saturating_mul(1024 * 1024),
+            max_resource_bytes: file
+                .security
+                .max_resource_size_mb
+                .saturating_mul(1024 * 1024),
+            log_level: file.logging.level,
+            classifier,
+        })
+    }
+}
+
+fn seconds(key: &str, value: f64, max: f64) -> Result<Duration, Error> {
+    if !(value.is_finite() && value > 0.0 && value <= max) {
+        return Err(Error::invalid(format!(
+            "{key} must be more than 0 and at most {max} seconds, got {value}"
+        )));
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+fn server_settings(name: &str, s: ServerSection) -> Result<ServerSettings, Error> {
+    let key = |k: &str| format!("servers.{name}.{k}");
+    let server_name = ServerName::parse(name)
+        .map_err(|e| Error::invalid(format!("servers.{name}: {}", e.message())))?;
+    let endpoint = match (s.endpoint, s.command) {
+        (Some(_), Some(_)) => {
+            return Err(Error::invalid(format!(
+                "servers.{name} sets both endpoint and command; use endpoint for HTTP servers, command for stdio ones"
+            )));
+        }
+        (None, None) => {
+            return Err(Error::invalid(format!(
+                "servers.{name} needs endpoint (an http(s) URL) or command (a program to run)"
+            )));
+        }
+        (Some(url), None) => {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(Error::invalid(format!(
+                    "{} must be an http:// or https:// URL, got {url:?}",
+                    key("endpoint")
+                )));
+            }
+            if !s.args.is_empty() || !s.env.is_empty() || s.cwd.is_some() {
+                return Err(Error::invalid(format!(
+                    "servers.{name}: args, env and cwd apply to command servers, not endpoint ones"
+                )));
+            }
+            Endpoint::Http { url }
+        }
+        (None, Some(command)) => {
+            if command.trim().is_empty() {
+                return Err(Error::invalid(format!(
+                    "{} must not be empty",
+                    key("command")
+                )));
+            }
+            Endpoint::Stdio {
+                command,
+                args: s.args,
+                env: s.env,
+                cwd: s.cwd,
+            }
+        }
+    };
+    let mut spec = ServerSpec::new(server_name, endpoint);
+    if let Some(id) = s.id {
+        spec.id = ServerId::parse(&id)
+            .map_err(|e| Error::invalid(format!("{}: {}", key("id"), e.message())))?;
+    }
+    if let Some(t) = s.timeout {
+        spec.timeout = seconds(&key("timeout"), t, 3600.0)?;
+    }
+    if let Some(p) = s.max_pages {
+        if p == 0 {
+            return Err(Error::invalid(format!(
+                "{} must be at least 1",
+                key("max_pages")
+            )));
+        }
+        spec.max_pages = p;
+    }
+    let mut retry = RetryPolicy::default();
+    if let Some(a) = s.retry_attempts {
+        if a > 10 {
+            return Err(Error::invalid(format!(
+                "{} must be at most 10",
+                key("retry_attempts")
+            )));
+        }
+        retry.attempts = a;
+    }
+    if let Some(d) = s.retry_delay {
+        retry.delay = seconds(&key("retry_delay"), d, 30.0)?;
+    }
+    Ok(ServerSettings { spec, retry })
+}
+
+/// `QUARRY_*` variables that override a file key.
+pub const ENV_OVERRIDES: &[(&str, &str)] = &[
+    ("QUARRY_CACHE_ENABLED", "cache.enabled"),
+    ("QUARRY_CACHE_TTL_SECONDS", "cache.ttl_seconds"),
+    ("QUARRY_CACHE_MAX_SIZE_MB", "cache.max_size_mb"),
+    (
+        "QUARRY_SECURITY_MAX_RESOURCE_SIZE_MB",
+        "security.max_resource_size_mb",
+    ),
+    ("QUARRY_LOGGING_LEVEL", "logging.level"),
+];
+
+fn apply_env(file: &mut File, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Error> {
+    fn number(var: &str, v: &str) -> Result<u64, Error> {
+        v.trim().parse().map_err(|_| {
+            Error::invalid(format!(
+                "environment variable {var}={v:?} is not a whole number"
+            ))
+        })
+    }
+    for (var, _) in ENV_OVERRIDES {
+        let Some(value) = env(var) else { continue };
+        match *var {
+            "QUARRY_CACHE_ENABLED" => {
+                file.cache.enabled = match value.trim() {
+                    "true" | "1" | "yes" | "on" => true,
+                    "false" | "0" | "no" | "off" => false,
+                    other => {
+                        return Err(Error::invalid(format!(
+                            "environment variable {var}={other:?} is not true or false"
+                        )));
+                    }
+                }
+            }
+            "QUARRY_CACHE_TTL_SECONDS" => file.cache.ttl_seconds = number(var, &value)?,
+            "QUARRY_CACHE_MAX_SIZE_MB" => file.cache.max_size_mb = number(var, &value)?,
+            "QUARRY_SECURITY_MAX_RESOURCE_SIZE_MB" => {
+                file.security.max_resource_size_mb = number(var, &value)?;
+            }
+            "QUARRY_LOGGING_LEVEL" => file.logging.level = value,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

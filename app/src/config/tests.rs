@@ -1,0 +1,146 @@
+use std::io::Write;
+
+use super::*;
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+fn load_text(text: &str) -> Result<Settings, Error> {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    Settings::load(Some(f.path()), &no_env)
+}
+
+#[test]
+fn an_empty_file_gives_the_defaults() {
+    let s = load_text("").unwrap();
+    assert!(s.servers.is_empty());
+    assert!(s.cache_enabled);
+    assert_eq!(s.cache_ttl, Duration::from_secs(300));
+    assert_eq!(s.cache_max_bytes, 100 * 1024 * 1024);
+    assert_eq!(s.max_resource_bytes, 50 * 1024 * 1024);
+}
+
+#[test]
+fn the_spec_shaped_file_parses() {
+    let s = load_text(
+        r#"
+        [servers.production-mcp]
+        endpoint = "https://mcp.example.com/mcp"
+        timeout = 30
+        retry_attempts = 3
+        retry_delay = 1
+
+        [servers.local]
+        command = "node"
+        args = ["server.js", "stdio"]
+        env = { API_BASE = "http://127.0.0.1:1" }
+
+        [cache]
+        enabled = true
+        ttl_seconds = 60
+        max_size_mb = 10
+        eviction_policy = "lru"
+
+        [security]
+        max_resource_size_mb = 5
+
+        [logging]
+        level = "debug"
+        "#,
+    )
+    .unwrap();
+    assert_eq!(s.servers.len(), 2);
+    let local = s
+        .servers
+        .iter()
+        .find(|x| x.spec.name.as_str() == "local")
+        .unwrap();
+    assert!(matches!(&local.spec.endpoint, Endpoint::Stdio { args, .. } if args.len() == 2));
+    assert_eq!(s.cache_ttl, Duration::from_secs(60));
+    assert_eq!(s.log_level, "debug");
+}
+
+#[test]
+fn mistakes_are_named_precisely() {
+    let cases = [
+        ("[servers.a]\n", "needs endpoint"),
+        (
+            "[servers.a]\nendpoint = \"ftp://x\"\n",
+            "servers.a.endpoint must be an http",
+        ),
+        (
+            "[servers.a]\nendpoint = \"http://x\"\ncommand = \"y\"\n",
+            "sets both",
+        ),
+        ("[servers.\"a b\"]\ncommand = \"x\"\n", "servers.a b"),
+        (
+            "[servers.a]\ncommand = \"x\"\ntimeout = 0\n",
+            "servers.a.timeout must be more than 0",
+        ),
+        (
+            "[servers.Docs]\ncommand = \"x\"\n[servers.docs]\ncommand = \"y\"\n",
+            "differ only by letter case",
+        ),
+        (
+            "[cache]\neviction_policy = \"fifo\"\n",
+            "only policy is \"lru\"",
+        ),
+        ("[cache]\nttl = 5\n", "unknown field `ttl`"),
+        ("[cache]\nttl_seconds = \"soon\"\n", "invalid type"),
+        (
+            "[servers.a]\ncommand = \"x\"\nid = \"short\"\n",
+            "servers.a.id",
+        ),
+    ];
+    for (text, want) in cases {
+        let err = load_text(text).unwrap_err();
+        assert_eq!(err.code(), quarry_domain::ErrorCode::E001);
+        assert!(err.message().contains(want), "{text:?}: {}", err.message());
+        assert!(
+            err.message().contains("config file"),
+            "names the file: {}",
+            err.message()
+        );
+    }
+}
+
+#[test]
+fn environment_overrides_win_and_are_checked() {
+    let env = |k: &str| match k {
+        "QUARRY_CACHE_TTL_SECONDS" => Some("7".to_owned()),
+        "QUARRY_CACHE_ENABLED" => Some("off".to_owned()),
+        _ => None,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.toml");
+    std::fs::write(&path, "[cache]\nttl_seconds = 60\n").unwrap();
+    let s = Settings::load(Some(&path), &env).unwrap();
+    assert_eq!(s.cache_ttl, Duration::from_secs(7));
+    assert!(!s.cache_enabled);
+
+    let bad = |k: &str| (k == "QUARRY_CACHE_MAX_SIZE_MB").then(|| "lots".to_owned());
+    let err = Settings::load(Some(&path), &bad).unwrap_err();
+    assert!(
+        err.message().contains("QUARRY_CACHE_MAX_SIZE_MB"),
+        "{}",
+        err.message()
+    );
+}
+
+#[test]
+fn a_missing_explicit_file_is_an_error_not_the_defaults() {
+    let err = Settings::load(Some(Path::new("/nonexistent/quarry.toml")), &no_env).unwrap_err();
+    assert!(err.message().contains("/nonexistent/quarry.toml"));
+}
+
+#[test]
+fn retry_delays_double_up_to_thirty_seconds() {
+    let p = RetryPolicy {
+        attempts: 10,
+        delay: Duration::from_secs(1),
+    };
+    let delays: Vec<u64> = (1..=7).map(|n| p.delay_before(n).as_secs()).collect();
+    assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30]);
+}

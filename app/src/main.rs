@@ -1,0 +1,61 @@
+//! The `quarry` binary: parse, run, map errors to exit codes.
+
+use clap::Parser;
+use quarry::{
+    cli::{Cli, Command, Failure, run},
+    config::Settings,
+};
+use tracing_subscriber::EnvFilter;
+
+fn main() {
+    let cli = Cli::parse();
+    let env = |k: &str| std::env::var(k).ok();
+    let settings = match &cli.command {
+        // The fixture and the demo bring their own upstreams; they read no configuration.
+        Command::Fixture(_) | Command::Demo(_) => Ok(Settings::defaults()),
+        _ => Settings::load(cli.config.as_deref(), &env),
+    };
+    let serving = matches!(cli.command, Command::Serve(_) | Command::Fixture(_));
+    let default_filter = match (&settings, serving) {
+        (Ok(s), true) => s.log_level.clone(),
+        _ => "warn".to_owned(),
+    };
+    // Logs go to stderr only: on stdio, stdout belongs to MCP.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            EnvFilter::try_new(cli.log.as_deref().unwrap_or(&default_filter))
+                .unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .init();
+    let settings = match settings {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("quarry: {e}");
+            std::process::exit(e.code().exit_code());
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("quarry: cannot start the async runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let outcome: Result<(), Failure> = runtime.block_on(run(cli, settings));
+    // Children are stopped by now; do not wait on stray blocking tasks (stdin readers).
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    if let Err(failure) = outcome {
+        if let Failure::Io(e) = &failure {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+        }
+        eprintln!("quarry: {failure}");
+        std::process::exit(failure.exit_code());
+    }
+}

@@ -1,0 +1,31 @@
+//! Quarry's domain: the pure types and rules every other crate speaks.
+//!
+//! Architecture invariant: this crate does no I/O, spawns nothing, reads no clock and knows no
+//! protocol library. Time comes in as an argument ([`Timestamp`]); values that exist are valid
+//! (parse, don't validate).
+
+mod classify;
+mod content;
+mod error;
+mod query;
+mod range;
+mod resource;
+mod server;
+mod text;
+mod uri;
+
+pub use classify::{ClassificationRule, Classified, Classifier};
+pub use content::{Body, Content};
+pub use error::{Error, ErrorCode};
+pub use query::{ListQuery, Page, PageLimit, ServerSelector, sort_and_page};
+pub use range::{ByteRange, ContentRange, Slice};
+pub use resource::{
+    ConnectionStatus, ListResourcesResult, Origin, ReadResourceResult, Resource, ResourceType,
+    ResourceVersion, ServerStatus,
+};
+pub use server::{Endpoint, ServerId, ServerName, ServerSpec};
+pub use text::sanitize_label;
+pub use uri::{ResourceUri, encode_path, template_to_gateway};
+
+/// A point in time, always UTC. The domain never reads a clock: callers pass `now`.
+pub type Timestamp = chrono::DateTime<chrono::Utc>;

@@ -1,0 +1,77 @@
+//! The driving port: what the MCP server and the CLI ask of the application.
+
+use async_trait::async_trait;
+use quarry_domain::{
+    ByteRange, Error, ListQuery, ListResourcesResult, ReadResourceResult, ResourceUri, ServerStatus,
+};
+
+/// A validated read request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRequest {
+    /// The gateway URI.
+    pub uri: ResourceUri,
+    /// The byte range wanted.
+    pub range: ByteRange,
+    /// False bypasses the cache and refreshes it.
+    pub use_cache: bool,
+    /// A specific version (`v3`), or the latest when none.
+    pub version: Option<String>,
+    /// Re-hash cached bytes before returning them; a mismatch is E006 and the entry is refetched.
+    pub validate_checksum: bool,
+}
+
+impl ReadRequest {
+    /// A whole-content read through the cache.
+    pub fn whole(uri: ResourceUri) -> Self {
+        Self {
+            uri,
+            range: ByteRange::WHOLE,
+            use_cache: true,
+            version: None,
+            validate_checksum: true,
+        }
+    }
+}
+
+/// The resource gateway as its driving adapters (MCP server, CLI) see it.
+///
+/// Errors carry the catalogue's codes: E001 for invalid input, E002 for a missing resource,
+/// E003 for an unknown or unreachable server, E007 for an unsatisfiable range, E008 for content over
+/// the limit, E009 for an upstream timeout, E012 for anything internal.
+#[async_trait]
+pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
+    /// Lists resources across servers: filtered, sorted by `modified_at` descending, paginated.
+    ///
+    /// # Errors
+    /// E003 when the query selects a server that is not registered. A registered server that fails
+    /// does not fail the listing: its status says why and the result is marked partial.
+    async fn list_resources(&self, query: ListQuery) -> Result<ListResourcesResult, Error>;
+
+    /// Reads one resource by gateway URI.
+    ///
+    /// # Errors
+    /// See the trait's error list.
+    async fn read_resource(&self, request: ReadRequest) -> Result<ReadResourceResult, Error>;
+
+    /// Lists the resource templates of every server as gateway templates.
+    ///
+    /// # Errors
+    /// None today: a failing server contributes no templates.
+    async fn list_templates(&self) -> Result<Vec<GatewayTemplate>, Error>;
+
+    /// The status of every registered server, connecting to each to find out.
+    async fn servers(&self) -> Vec<ServerStatus>;
+}
+
+/// A resource template as Quarry publishes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayTemplate {
+    /// `mcp://{server}/...{expr}...`
+    pub uri_template: String,
+    /// Its name.
+    pub name: String,
+    /// Its description.
+    pub description: Option<String>,
+    /// Its MIME type, if uniform.
+    pub mime_type: Option<String>,
+}

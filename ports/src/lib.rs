@@ -1,0 +1,26 @@
+//! The traits Quarry's application needs from the outside world (driven ports) and the one it
+//! offers to it (the driving port, [`ResourceGateway`]).
+//!
+//! Architecture invariant: ports depend on `quarry-domain` only; no technology type (rmcp, sqlx,
+//! redis, lru) appears in a signature. Every method documents its error contract, and the testkit's
+//! contract suites hold every adapter to it.
+
+mod cache;
+mod clock;
+mod gateway;
+mod upstream;
+
+pub use cache::{CacheKey, CacheStats, CachedContent, ContentCache};
+pub use clock::{Clock, SystemClock};
+pub use gateway::{GatewayTemplate, ReadRequest, ResourceGateway};
+pub use upstream::{
+    UpstreamConnector, UpstreamError, UpstreamListing, UpstreamResource, UpstreamSession,
+    UpstreamTemplate,
+};
+
+#[cfg(feature = "mocks")]
+pub use cache::MockContentCache;
+#[cfg(feature = "mocks")]
+pub use clock::MockClock;
+#[cfg(feature = "mocks")]
+pub use upstream::{MockUpstreamConnector, MockUpstreamSession};

@@ -1,0 +1,135 @@
+//! The upstream port: sessions with the MCP servers Quarry aggregates.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use quarry_domain::{Content, Error, ErrorCode, ServerSpec, Timestamp};
+
+/// Why an upstream call failed. Adapters map their library's errors to these once, at the seam.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpstreamError {
+    /// The server could not be reached, or the session died.
+    #[error("unreachable: {0}")]
+    Unreachable(String),
+    /// No answer within the deadline.
+    #[error("timed out after {0} ms")]
+    Timeout(u64),
+    /// The server says it has no such resource.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The server does not implement the method.
+    #[error("method not supported by the server")]
+    MethodNotFound,
+    /// The content is larger than the configured limit.
+    #[error("content of {size} bytes exceeds the {limit}-byte limit")]
+    TooLarge {
+        /// The size seen (at least).
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The server answered with an error of its own.
+    #[error("server error {code}: {message}")]
+    Server {
+        /// The JSON-RPC error code.
+        code: i32,
+        /// Its message, bounded and sanitised.
+        message: String,
+    },
+    /// The server broke the protocol (bad base64, wrong result type, unreadable content).
+    #[error("protocol violation: {0}")]
+    Protocol(String),
+}
+
+impl UpstreamError {
+    /// The caller-facing error for a failure on `server`.
+    pub fn into_error(self, server: &str) -> Error {
+        let code = match &self {
+            Self::Unreachable(_) => ErrorCode::E003,
+            Self::Timeout(_) => ErrorCode::E009,
+            Self::NotFound(_) => ErrorCode::E002,
+            Self::MethodNotFound => ErrorCode::E002,
+            Self::TooLarge { .. } => ErrorCode::E008,
+            Self::Server { .. } | Self::Protocol(_) => ErrorCode::E003,
+        };
+        Error::new(code, format!("server '{server}': {self}"))
+    }
+}
+
+/// A resource as an upstream lists it, before it gets a gateway URI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamResource {
+    /// The upstream's URI for it.
+    pub uri: String,
+    /// Its name.
+    pub name: String,
+    /// Its title, if any.
+    pub title: Option<String>,
+    /// Its description, if any.
+    pub description: Option<String>,
+    /// Its MIME type, if any.
+    pub mime_type: Option<String>,
+    /// Its size in bytes, if given.
+    pub size: Option<u64>,
+    /// Its `lastModified` annotation, if given and valid.
+    pub last_modified: Option<Timestamp>,
+}
+
+/// A resource template as an upstream lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamTemplate {
+    /// The RFC 6570 template.
+    pub uri_template: String,
+    /// Its name.
+    pub name: String,
+    /// Its description, if any.
+    pub description: Option<String>,
+    /// Its MIME type, if uniform.
+    pub mime_type: Option<String>,
+}
+
+/// Everything one upstream lists.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UpstreamListing {
+    /// The resources, in the upstream's order.
+    pub resources: Vec<UpstreamResource>,
+    /// True when the page bound stopped the listing before the upstream's last page.
+    pub truncated: bool,
+}
+
+/// A live session with one upstream server.
+///
+/// Contract: every method returns within the server's configured timeout
+/// ([`UpstreamError::Timeout`] otherwise); a server without resources, or that answers
+/// "method not found" to listing, lists nothing rather than failing; once the session has died,
+/// calls fail fast with [`UpstreamError::Unreachable`] and [`UpstreamSession::is_closed`] is true.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait UpstreamSession: Send + Sync + std::fmt::Debug {
+    /// Lists every resource, following cursors up to the server's page bound.
+    async fn list_resources(&self) -> Result<UpstreamListing, UpstreamError>;
+
+    /// Lists every resource template, following cursors up to the server's page bound.
+    async fn list_templates(&self) -> Result<Vec<UpstreamTemplate>, UpstreamError>;
+
+    /// Reads one resource. Content larger than `max_bytes` is [`UpstreamError::TooLarge`].
+    async fn read(&self, uri: &str, max_bytes: u64) -> Result<Content, UpstreamError>;
+
+    /// True once the session can no longer carry requests.
+    fn is_closed(&self) -> bool;
+
+    /// Ends the session and releases what it holds (a child process is stopped and reaped).
+    async fn close(&self);
+}
+
+/// Opens sessions with upstream servers.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait UpstreamConnector: Send + Sync + std::fmt::Debug {
+    /// Connects to `spec` and completes the MCP handshake within its timeout.
+    ///
+    /// # Errors
+    /// [`UpstreamError::Unreachable`] when the process cannot start or the endpoint cannot be
+    /// reached; [`UpstreamError::Timeout`] when the handshake takes too long.
+    async fn connect(&self, spec: &ServerSpec) -> Result<Arc<dyn UpstreamSession>, UpstreamError>;
+}

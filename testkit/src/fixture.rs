@@ -1,0 +1,384 @@
+//! A fixture MCP server built on rmcp, configurable from its command line.
+//!
+//! Resources (unless `--no-resources`):
+//! - `fixture://text/hello.txt`   text/plain, names the server
+//! - `fixture://blob/bytes.bin`   application/octet-stream, the 256 byte values in order
+//! - `fixture://unicode/snow.txt` text/plain with multi-byte characters
+//! - `fixture://counter`          text/plain, changes when the `bump` tool is called
+//! - `fixture://slow`             answers after `--slow-ms`
+//! - `fixture://fail`             always answers with an internal error
+//! - `fixture://item/{n}`         `--resources N` generated text resources, listed `--page-size`
+//!   at a time; also a template
+//!
+//! `--repeat-cursor` makes listing return the same next cursor forever (a broken server).
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use base64::Engine as _;
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler, ServiceExt,
+    model::{
+        Annotations, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+        Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+        ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
+        ServerConfig, Tool,
+    },
+    service::RequestContext,
+    transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    },
+};
+use tokio_util::sync::CancellationToken;
+
+/// How a fixture server behaves.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FixtureArgs {
+    /// Name the server gives in its `initialize` result and in its text resource.
+    #[arg(long, default_value = "fixture")]
+    pub name: String,
+    /// Generated resources `fixture://item/1..=N`, in addition to the built-in ones.
+    #[arg(long, default_value_t = 0)]
+    pub resources: u32,
+    /// Resources per `resources/list` page.
+    #[arg(long, default_value_t = 50)]
+    pub page_size: u32,
+    /// Advertise no resources capability (listing answers -32601 Method not found).
+    #[arg(long)]
+    pub no_resources: bool,
+    /// Delay before `fixture://slow` answers, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub slow_ms: u64,
+    /// Return the same `nextCursor` forever (a broken server, for page-bound tests).
+    #[arg(long)]
+    pub repeat_cursor: bool,
+}
+
+impl Default for FixtureArgs {
+    fn default() -> Self {
+        Self {
+            name: "fixture".into(),
+            resources: 0,
+            page_size: 50,
+            no_resources: false,
+            slow_ms: 0,
+            repeat_cursor: false,
+        }
+    }
+}
+
+/// The fixture server's state.
+#[derive(Debug, Clone)]
+pub struct FixtureServer {
+    args: Arc<FixtureArgs>,
+    counter: Arc<AtomicU64>,
+}
+
+/// The bytes of `fixture://blob/bytes.bin`.
+pub fn blob_bytes() -> Vec<u8> {
+    (0..=255u8).collect()
+}
+
+/// The text of `fixture://unicode/snow.txt`.
+pub const SNOW: &str = "☃ snow ❄ falls ☃\n";
+
+/// The text of `fixture://text/hello.txt` on a server named `name`.
+pub fn hello_text(name: &str) -> String {
+    format!("Hello from {name}!\n")
+}
+
+/// The text of generated item `n`.
+pub fn item_text(n: u32) -> String {
+    format!("item {n} body\n")
+}
+
+fn annotated(resource: Resource, last_modified: &str) -> Resource {
+    let mut annotations = Annotations::default();
+    annotations.last_modified = Some(last_modified.to_owned());
+    resource.with_annotations(annotations)
+}
+
+impl FixtureServer {
+    /// A server behaving as `args` says.
+    pub fn new(args: FixtureArgs) -> Self {
+        Self {
+            args: Arc::new(args),
+            counter: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn all_resources(&self) -> Vec<Resource> {
+        let mut out = vec![
+            annotated(
+                Resource::new("fixture://text/hello.txt", "hello")
+                    .with_mime_type("text/plain")
+                    .with_description("A greeting")
+                    .with_size(hello_text(&self.args.name).len() as u64),
+                "2026-01-03T00:00:00Z",
+            ),
+            annotated(
+                Resource::new("fixture://blob/bytes.bin", "bytes")
+                    .with_mime_type("application/octet-stream")
+                    .with_size(256),
+                "2026-01-02T00:00:00Z",
+            ),
+            Resource::new("fixture://unicode/snow.txt", "snow").with_mime_type("text/plain"),
+            Resource::new("fixture://counter", "counter").with_mime_type("text/plain"),
+            Resource::new("fixture://slow", "slow").with_mime_type("text/plain"),
+            Resource::new("fixture://fail", "fail").with_mime_type("text/plain"),
+        ];
+        out.extend((1..=self.args.resources).map(|n| {
+            Resource::new(format!("fixture://item/{n}"), format!("item-{n}"))
+                .with_mime_type("text/plain")
+        }));
+        out
+    }
+
+    fn read(&self, uri: &str) -> Result<ResourceContents, ErrorData> {
+        let text = |t: String| ResourceContents::TextResourceContents {
+            uri: uri.to_owned(),
+            mime_type: Some("text/plain".into()),
+            text: t,
+            meta: None,
+        };
+        match uri {
+            "fixture://text/hello.txt" => Ok(text(hello_text(&self.args.name))),
+            "fixture://unicode/snow.txt" => Ok(text(SNOW.to_owned())),
+            "fixture://counter" => Ok(text(format!(
+                "count={}\n",
+                self.counter.load(Ordering::SeqCst)
+            ))),
+            "fixture://slow" => Ok(text("finally\n".to_owned())),
+            "fixture://fail" => Err(ErrorData::internal_error(
+                "this resource always fails",
+                None,
+            )),
+            "fixture://blob/bytes.bin" => Ok(ResourceContents::BlobResourceContents {
+                uri: uri.to_owned(),
+                mime_type: Some("application/octet-stream".into()),
+                blob: base64::engine::general_purpose::STANDARD.encode(blob_bytes()),
+                meta: None,
+            }),
+            other => {
+                // Generated items (listed or not: the template covers any n).
+                let n = other
+                    .strip_prefix("fixture://item/")
+                    .and_then(|n| n.parse::<u32>().ok());
+                match n {
+                    Some(n) => Ok(text(item_text(n))),
+                    None => Err(ErrorData::resource_not_found(
+                        format!("no resource {other}"),
+                        None,
+                    )),
+                }
+            }
+        }
+    }
+}
+
+impl ServerHandler for FixtureServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = if self.args.no_resources {
+            ServerCapabilities::builder().enable_tools().build()
+        } else {
+            ServerCapabilities::builder()
+                .enable_resources()
+                .enable_tools()
+                .build()
+        };
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(self.args.name.clone(), "0.1.0"))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        if self.args.no_resources {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "resources/list",
+                None,
+            ));
+        }
+        let all = self.all_resources();
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(c) => c
+                .parse::<usize>()
+                .map_err(|_| ErrorData::invalid_params("bad cursor", None))?,
+        };
+        let page = self.args.page_size.max(1) as usize;
+        let end = (start + page).min(all.len());
+        let mut result = ListResourcesResult::with_all_items(all[start.min(end)..end].to_vec());
+        result.next_cursor = if self.args.repeat_cursor {
+            Some("0".into())
+        } else {
+            (end < all.len()).then(|| end.to_string())
+        };
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new("fixture://item/{n}", "item").with_mime_type("text/plain"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri == "fixture://slow" && self.args.slow_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(self.args.slow_ms)).await;
+        }
+        let contents = self.read(&request.uri)?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = serde_json::json!({"type": "object", "properties": {}});
+        let serde_json::Value::Object(schema) = schema else {
+            unreachable!("a JSON object literal")
+        };
+        Ok(ListToolsResult::with_all_items(vec![Tool::new(
+            "bump",
+            "Change the content of fixture://counter",
+            Arc::new(schema),
+        )]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.name != "bump" {
+            return Err(ErrorData::invalid_params("no such tool", None));
+        }
+        let n = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!("count={n}"))]).into())
+    }
+}
+
+/// Serves the fixture over this process's stdin/stdout until the client hangs up.
+///
+/// # Errors
+/// When the MCP handshake fails.
+pub async fn serve_stdio(args: FixtureArgs) -> anyhow::Result<()> {
+    let service = FixtureServer::new(args)
+        .serve(rmcp::transport::stdio())
+        .await?;
+    service.waiting().await?;
+    Ok(())
+}
+
+/// A fixture served over streamable HTTP on loopback.
+#[derive(Debug)]
+pub struct HttpFixture {
+    /// The MCP endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+    /// The bound address.
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl HttpFixture {
+    /// Stops serving.
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Serves the fixture over streamable HTTP on `addr` (port 0 picks a free port) in the
+/// background of the current runtime.
+///
+/// # Errors
+/// When the address cannot be bound.
+pub async fn serve_http(args: FixtureArgs, addr: SocketAddr) -> anyhow::Result<HttpFixture> {
+    let stop = CancellationToken::new();
+    let server = FixtureServer::new(args);
+    let service: StreamableHttpService<FixtureServer, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(server.clone()),
+            Default::default(),
+            StreamableHttpServerConfig::default()
+                .with_sse_keep_alive(None)
+                .with_cancellation_token(stop.child_token()),
+        );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let token = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(async move { token.cancelled_owned().await })
+            .await;
+    });
+    Ok(HttpFixture {
+        url: format!("http://{addr}/mcp"),
+        addr,
+        stop,
+    })
+}
+
+/// The `quarry-fixture` program built beside the running test, built first if it is missing, so
+/// a test can run the fixture as a real child process over stdio.
+///
+/// # Panics
+/// When the program is missing and cannot be built.
+pub fn program() -> std::path::PathBuf {
+    static PROGRAM: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PROGRAM
+        .get_or_init(|| {
+            let name = format!("quarry-fixture{}", std::env::consts::EXE_SUFFIX);
+            let exe = std::env::current_exe().expect("the test's own path");
+            // Tests run from target/<profile>/deps/; programs live in target/<profile>/.
+            let profile_dir = exe
+                .parent()
+                .and_then(|deps| deps.parent())
+                .expect("a target directory");
+            let program = profile_dir.join(&name);
+            if !program.is_file() {
+                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+                let status = std::process::Command::new(cargo)
+                    .args([
+                        "build",
+                        "--quiet",
+                        "-p",
+                        "quarry-testkit",
+                        "--bin",
+                        "quarry-fixture",
+                    ])
+                    .status()
+                    .expect("cargo runs");
+                assert!(status.success(), "building quarry-fixture failed");
+            }
+            assert!(program.is_file(), "{} was not built", program.display());
+            program
+        })
+        .clone()
+}

@@ -1,0 +1,58 @@
+//! Where the real peer MCP servers live once the test command (`cargo xtask ci`, or
+//! `cargo xtask peers`) has installed them from npm.
+//!
+//! A test that needs a peer calls [`require`]: it fails, naming the command to run, when the peer
+//! is missing. Peers are never silently skipped.
+
+use std::path::{Path, PathBuf};
+
+/// The folder peers are installed under: `$QUARRY_PEERS_DIR`, or `target/peers` of the workspace.
+pub fn dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("QUARRY_PEERS_DIR") {
+        return PathBuf::from(dir);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(|root| root.join("target").join("peers"))
+        .unwrap_or_else(|| PathBuf::from("target/peers"))
+}
+
+/// An installed npm peer: the Node program and the script to run.
+#[derive(Debug, Clone)]
+pub struct NodePeer {
+    /// The package, `name@version`.
+    pub package: &'static str,
+    /// The script's path.
+    pub script: PathBuf,
+}
+
+/// `@modelcontextprotocol/server-everything@2025.11.25`: 100 resources, 10 per page, odd text,
+/// even blob.
+pub const SERVER_EVERYTHING: (&str, &str) = (
+    "@modelcontextprotocol/server-everything@2025.11.25",
+    "everything-2025.11.25/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+);
+
+/// `@modelcontextprotocol/server-filesystem`: tools only; `resources/list` is -32601.
+pub const SERVER_FILESYSTEM: (&str, &str) = (
+    "@modelcontextprotocol/server-filesystem@2026.1.14",
+    "filesystem/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+);
+
+/// The installed peer, or a failure naming the command that installs it.
+///
+/// # Panics
+/// When the peer is not installed: a test that needs it must not pass without it.
+pub fn require(peer: (&'static str, &'static str)) -> NodePeer {
+    let script = dir().join(peer.1);
+    assert!(
+        script.is_file(),
+        "peer {} is not installed at {}; run `cargo xtask peers` (the test command does)",
+        peer.0,
+        script.display()
+    );
+    NodePeer {
+        package: peer.0,
+        script,
+    }
+}
