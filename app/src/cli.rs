@@ -49,6 +49,7 @@ pub enum Command {
     ///
     /// Text or bytes go to stdout as they are, so `quarry read URI > file` keeps them exact; a
     /// summary (MIME type, size, range, cache status) goes to stderr.
+    #[command(disable_version_flag = true)]
     Read(ReadArgs),
     /// Show every configured server and its status (connects to each to find out).
     Servers(JsonFlag),
@@ -108,7 +109,7 @@ pub struct ReadArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub limit: Option<i64>,
     /// A specific version (v1, v2 ...).
-    #[arg(long)]
+    #[arg(long = "version", id = "resource_version", value_name = "VERSION")]
     pub version: Option<String>,
     /// Bypass the cache (and refresh it).
     #[arg(long)]
@@ -289,5 +290,17 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

@@ -30,13 +30,13 @@ pub struct NodePeer {
 /// even blob.
 pub const SERVER_EVERYTHING: (&str, &str) = (
     "@modelcontextprotocol/server-everything@2025.11.25",
-    "everything-2025.11.25/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    "node_modules/@modelcontextprotocol/server-everything/dist/index.js",
 );
 
 /// `@modelcontextprotocol/server-filesystem`: tools only; `resources/list` is -32601.
 pub const SERVER_FILESYSTEM: (&str, &str) = (
     "@modelcontextprotocol/server-filesystem@2026.1.14",
-    "filesystem/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+    "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
 );
 
 /// The installed peer, or a failure naming the command that installs it.

@@ -1,0 +1,8 @@
+//! The `quarry` binary end to end: a real MCP client drives `quarry serve --stdio`, which talks to
+//! real upstream servers (fixture servers over stdio and streamable HTTP, and the npm
+//! server-everything) over real transports.
+
+mod cli;
+mod peers;
+mod serve;
+mod support;

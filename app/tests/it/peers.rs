@@ -1,0 +1,92 @@
+//! Real peer servers from npm behind the gateway.
+
+use base64::Engine as _;
+use quarry_testkit::peers;
+use rmcp::{ServiceExt, model::ClientConfig, transport::TokioChildProcess};
+use serde_json::json;
+
+use crate::support::{call, gateway};
+
+// The acceptance: the 100-resource paginated server-everything lists all 100 and every one
+// reads correctly (odd text, even blob), byte for byte what a direct client reads.
+#[tokio::test]
+async fn server_everything_lists_all_100_and_every_read_matches_a_direct_read() {
+    let everything = peers::require(peers::SERVER_EVERYTHING);
+    let dir = tempfile::tempdir().unwrap();
+    let script = everything.script.display().to_string();
+    let config =
+        format!("[servers.everything]\ncommand = \"node\"\nargs = [{script:?}, \"stdio\"]\n");
+    let client = gateway(dir.path(), &config).await;
+
+    let mut direct_cmd = tokio::process::Command::new("node");
+    direct_cmd.args([script.as_str(), "stdio"]);
+    let (transport, _) = TokioChildProcess::builder(direct_cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let direct = ClientConfig::default().serve(transport).await.unwrap();
+
+    let listing = call(
+        &client,
+        "list_mcp_resources",
+        json!({"server": "everything", "limit": 1000}),
+    )
+    .await;
+    assert_eq!(listing["total_count"], 100);
+    assert_eq!(listing["partial"], false);
+    let resources = listing["resources"].as_array().unwrap();
+    assert_eq!(resources.len(), 100);
+    for id in 1..=100 {
+        let uri = format!("mcp://everything/test_3A//static/resource/{id}");
+        assert!(
+            resources.iter().any(|r| r["uri"] == uri.as_str()),
+            "{uri} listed"
+        );
+        let read = call(&client, "read_mcp_resource", json!({"resource_uri": uri})).await;
+        let want = direct
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
+                "test://static/resource/{id}"
+            )))
+            .await
+            .unwrap();
+        match &want.contents[0] {
+            rmcp::model::ResourceContents::TextResourceContents { text, .. } => {
+                assert_eq!(id % 2, 1, "odd ids are text");
+                assert_eq!(read["content"], text.as_str(), "{uri}");
+                assert_eq!(read["size"], text.len());
+            }
+            rmcp::model::ResourceContents::BlobResourceContents { blob, .. } => {
+                assert_eq!(id % 2, 0, "even ids are blobs");
+                let got = base64::engine::general_purpose::STANDARD
+                    .decode(read["bytes_content"].as_str().unwrap())
+                    .unwrap();
+                let expected = base64::engine::general_purpose::STANDARD
+                    .decode(blob)
+                    .unwrap();
+                assert_eq!(got, expected, "{uri}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    direct.cancel().await.unwrap();
+    client.cancel().await.unwrap();
+}
+
+// A tools-only real server answers -32601 to resources/list: listed as zero resources, connected.
+#[tokio::test]
+async fn server_filesystem_has_no_resources_and_that_is_normal() {
+    let fs = peers::require(peers::SERVER_FILESYSTEM);
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[servers.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n",
+        fs.script.display().to_string(),
+        dir.path().display().to_string()
+    );
+    let client = gateway(dir.path(), &config).await;
+    let listing = call(&client, "list_mcp_resources", json!({})).await;
+    assert_eq!(listing["total_count"], 0);
+    assert_eq!(listing["partial"], false);
+    assert_eq!(listing["servers"][0]["status"], "connected");
+    assert_eq!(listing["servers"][0]["last_error"], serde_json::Value::Null);
+    client.cancel().await.unwrap();
+}

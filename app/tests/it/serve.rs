@@ -1,0 +1,543 @@
+//! An agent connected over stdio lists and reads across several upstreams.
+
+use base64::Engine as _;
+use quarry_testkit::fixture;
+use serde_json::{Value, json};
+
+use crate::support::{
+    call, call_error, call_raw, gateway, http_fixture, http_server, stdio_fixture,
+};
+
+const FILES_TOTAL: u64 = 6 + 10;
+const NOTES_TOTAL: u64 = 6 + 5;
+
+async fn two_upstreams() -> (
+    tempfile::TempDir,
+    quarry_testkit::fixture::HttpFixture,
+    crate::support::Client,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = http_fixture("notes", 5).await;
+    let config = stdio_fixture("files", &["--resources", "10", "--page-size", "3"])
+        + &http_server("notes", &notes.url);
+    let client = gateway(dir.path(), &config).await;
+    (dir, notes, client)
+}
+
+fn uris(result: &Value) -> Vec<String> {
+    result["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+// traces: REQ-071-001, REQ-071-002, REQ-071-003, REQ-071-004, REQ-071-005, REQ-071-006, REQ-071-007
+#[tokio::test]
+async fn agent_lists_across_a_stdio_and_an_http_upstream() {
+    let (_dir, _notes, client) = two_upstreams().await;
+
+    let all = call(&client, "list_mcp_resources", json!({"limit": 1000})).await;
+    assert_eq!(all["total_count"], FILES_TOTAL + NOTES_TOTAL);
+    assert_eq!(all["partial"], false);
+    let servers = all["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 2);
+    for s in servers {
+        assert_eq!(s["status"], "connected", "{s}");
+        let expected = if s["server_name"] == "files" {
+            FILES_TOTAL
+        } else {
+            NOTES_TOTAL
+        };
+        assert_eq!(s["resource_count"], expected);
+        assert!(s["last_used"].is_string());
+    }
+    // Newest first: the two hello.txt (2026-01-03), then the two blobs (2026-01-02), then the
+    // undated ones by URI.
+    let listed = uris(&all);
+    assert_eq!(
+        &listed[..4],
+        [
+            "mcp://files/fixture_3A//text/hello.txt",
+            "mcp://notes/fixture_3A//text/hello.txt",
+            "mcp://files/fixture_3A//blob/bytes.bin",
+            "mcp://notes/fixture_3A//blob/bytes.bin",
+        ]
+    );
+    let rest = listed[4..].to_vec();
+    let mut sorted = rest.clone();
+    sorted.sort();
+    assert_eq!(rest, sorted);
+    let first = &all["resources"][0];
+    assert_eq!(first["name"], "hello");
+    assert_eq!(first["resource_type"], "file");
+    assert_eq!(first["mime_type"], "text/plain");
+    assert_eq!(first["size"], 18);
+    assert_eq!(first["modified_at"], "2026-01-03T00:00:00Z");
+    assert_eq!(first["is_protected"], false);
+    assert_eq!(
+        first["metadata"]["upstream_uri"],
+        "fixture://text/hello.txt"
+    );
+    assert_eq!(
+        first["metadata"]["classification"],
+        "default rule 6: extension in [md, txt, json, yaml, yml, toml, csv, tsv, xml, html, pdf, png, jpg, jpeg, gif, svg, rs, py, js, ts, go, java, c, h, log, ini, cfg, conf]"
+    );
+
+    // By server name, and by id.
+    let files = call(
+        &client,
+        "list_mcp_resources",
+        json!({"server": "files", "limit": 1000}),
+    )
+    .await;
+    assert_eq!(files["total_count"], FILES_TOTAL);
+    assert!(uris(&files).iter().all(|u| u.starts_with("mcp://files/")));
+    let id = files["servers"][0]["server_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let by_id = call(&client, "list_mcp_resources", json!({"server": id})).await;
+    assert_eq!(by_id["total_count"], FILES_TOTAL);
+
+    // By type: no false positives, and the count is of matches only.
+    let typed = call(
+        &client,
+        "list_mcp_resources",
+        json!({"filter_type": "file"}),
+    )
+    .await;
+    assert_eq!(
+        typed["total_count"], 4,
+        "hello.txt and snow.txt on each server"
+    );
+    assert!(
+        typed["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["resource_type"] == "file")
+    );
+
+    // Pages partition the listing and every page reports the same total.
+    let mut walked = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = call(
+            &client,
+            "list_mcp_resources",
+            json!({"limit": 4, "offset": offset}),
+        )
+        .await;
+        assert_eq!(page["total_count"], FILES_TOTAL + NOTES_TOTAL);
+        let got = uris(&page);
+        if got.is_empty() {
+            break;
+        }
+        offset += got.len();
+        walked.extend(got);
+    }
+    assert_eq!(walked, listed);
+
+    let bare = call(
+        &client,
+        "list_mcp_resources",
+        json!({"include_metadata": false, "limit": 1}),
+    )
+    .await;
+    assert_eq!(bare["resources"][0]["metadata"], json!({}));
+    client.cancel().await.unwrap();
+}
+
+// traces: REQ-071-019, REQ-071-021, REQ-071-022, REQ-071-023, REQ-071-032
+#[tokio::test]
+async fn reads_return_upstream_bytes_exactly_and_the_second_read_comes_from_cache() {
+    let (_dir, _notes, client) = two_upstreams().await;
+
+    let uri = "mcp://notes/fixture_3A//text/hello.txt";
+    let first = call(&client, "read_mcp_resource", json!({"resource_uri": uri})).await;
+    assert_eq!(first["content"], fixture::hello_text("notes"));
+    assert_eq!(first["bytes_content"], Value::Null);
+    assert_eq!(first["mime_type"], "text/plain");
+    assert_eq!(first["size"], 18);
+    assert_eq!(first["content_range"], "bytes 0-17/18");
+    assert_eq!(first["cached"], false);
+    assert_eq!(first["cached_at"], Value::Null);
+    assert_eq!(
+        first["origin"],
+        json!({"server": "notes", "upstream_uri": "fixture://text/hello.txt", "untrusted": true})
+    );
+
+    let second = call(&client, "read_mcp_resource", json!({"resource_uri": uri})).await;
+    assert_eq!(second["cached"], true);
+    assert!(second["cached_at"].is_string());
+    assert_eq!(second["content"], first["content"]);
+
+    let blob = call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://files/fixture_3A//blob/bytes.bin"}),
+    )
+    .await;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(blob["bytes_content"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(bytes, fixture::blob_bytes());
+    assert_eq!(blob["content"], Value::Null);
+    assert_eq!(blob["mime_type"], "application/octet-stream");
+    assert_eq!(blob["size"], 256);
+
+    let snow = call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://files/fixture_3A//unicode/snow.txt"}),
+    )
+    .await;
+    assert_eq!(snow["content"], fixture::SNOW);
+
+    let range = call(&client, "read_mcp_resource", json!({"resource_uri": "mcp://files/fixture_3A//blob/bytes.bin", "offset": 250, "limit": 100})).await;
+    assert_eq!(range["content_range"], "bytes 250-255/256");
+    client.cancel().await.unwrap();
+}
+
+// traces: IV-1, IV-2, IV-3, IV-4 — every bad input gets its code and a clear message, and the
+// gateway keeps serving.
+#[tokio::test]
+async fn bad_input_gets_the_right_code_and_never_a_panic() {
+    let (_dir, _notes, client) = two_upstreams().await;
+    let cases = [
+        (
+            "read_mcp_resource",
+            json!({"resource_uri": "http://files/x"}),
+            "E001",
+            "must start with mcp://",
+        ),
+        (
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://files/a%2e%2e"}),
+            "E001",
+            "'%'",
+        ),
+        (
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://files/a_00b"}),
+            "E001",
+            "NUL",
+        ),
+        (
+            "read_mcp_resource",
+            json!({"resource_uri": format!("mcp://files/{}", "a".repeat(65536))}),
+            "E001",
+            "limit is",
+        ),
+        (
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://nosuch/x"}),
+            "E003",
+            "'nosuch' is not registered",
+        ),
+        (
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://file/fixture_3A//counter"}),
+            "E003",
+            "'file' is not registered",
+        ),
+        (
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://files/fixture_3A//missing"}),
+            "E002",
+            "not found",
+        ),
+        (
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://files/fixture_3A//counter", "offset": -1}),
+            "E001",
+            "offset",
+        ),
+        (
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://files/fixture_3A//counter", "limit": 10485761}),
+            "E001",
+            "limit",
+        ),
+        (
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://files/fixture_3A//counter", "offset": 1000}),
+            "E007",
+            "beyond the end",
+        ),
+        (
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://files/fixture_3A//counter", "version": "v7"}),
+            "E002",
+            "v7",
+        ),
+        (
+            "read_mcp_resource",
+            json!({}),
+            "E001",
+            "missing field `resource_uri`",
+        ),
+        (
+            "read_mcp_resource",
+            json!({"resource_uri": 5}),
+            "E001",
+            "invalid type",
+        ),
+        (
+            "list_mcp_resources",
+            json!({"limit": 0}),
+            "E001",
+            "limit must be between 1 and 1000",
+        ),
+        (
+            "list_mcp_resources",
+            json!({"limit": 1001}),
+            "E001",
+            "limit must be between 1 and 1000",
+        ),
+        (
+            "list_mcp_resources",
+            json!({"offset": -5}),
+            "E001",
+            "offset must be 0 or more",
+        ),
+        (
+            "list_mcp_resources",
+            json!({"limit": 1e300}),
+            "E001",
+            "invalid type",
+        ),
+        (
+            "list_mcp_resources",
+            json!({"limit": "10"}),
+            "E001",
+            "invalid type",
+        ),
+        (
+            "list_mcp_resources",
+            json!({"filter_type": "table"}),
+            "E001",
+            "not one of file, db",
+        ),
+        (
+            "list_mcp_resources",
+            json!({"server": "nosuch"}),
+            "E003",
+            "not registered",
+        ),
+        (
+            "list_mcp_resources",
+            json!({"server": ""}),
+            "E001",
+            "server must be",
+        ),
+        (
+            "list_mcp_resources",
+            json!({"bogus": true}),
+            "E001",
+            "unknown field `bogus`",
+        ),
+        (
+            "list_mcp_resources",
+            json!({"offset": {"deep": [[[[[[[[1]]]]]]]]}}),
+            "E001",
+            "invalid type",
+        ),
+    ];
+    for (tool, args, code, needle) in cases {
+        let (got, message) = call_error(&client, tool, args.clone()).await;
+        assert_eq!(got, code, "{tool} {args}: {message}");
+        assert!(
+            message.contains(needle),
+            "{tool} {args}: {message:?} lacks {needle:?}"
+        );
+        assert!(
+            message.len() < 400,
+            "messages stay bounded: {}",
+            message.len()
+        );
+    }
+    // An unknown tool is a protocol error, not a crash.
+    let unknown = client
+        .call_tool(rmcp::model::CallToolRequestParams::new("drop_everything"))
+        .await;
+    assert!(unknown.is_err());
+    // Still serving.
+    let (is_error, _) = call_raw(&client, "list_mcp_resources", json!({"limit": 1})).await;
+    assert!(!is_error);
+    client.cancel().await.unwrap();
+}
+
+// traces: TR-7 — malformed JSON on stdin is answered with a JSON-RPC error and stdout carries only
+// JSON-RPC messages.
+#[tokio::test]
+async fn stdout_carries_only_mcp_even_after_garbage_input() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(crate::support::QUARRY)
+        .args(["serve", "--stdio"])
+        .current_dir(dir.path())
+        .env_remove("QUARRY_CONFIG")
+        .env("QUARRY_LOG", "debug")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    stdin.write_all(b"{this is not json\n").await.unwrap();
+    stdin.write_all(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#).await.unwrap();
+    stdin.write_all(b"\n").await.unwrap();
+    stdin
+        .write_all(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await
+        .unwrap();
+    stdin.write_all(b"\n").await.unwrap();
+    stdin
+        .write_all(br#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
+        .await
+        .unwrap();
+    stdin.write_all(b"\n").await.unwrap();
+    let mut seen_tools = false;
+    while !seen_tools {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("an answer")
+            .unwrap()
+            .expect("stdout open");
+        let msg: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("non-JSON on stdout: {line:?}: {e}"));
+        assert_eq!(msg["jsonrpc"], "2.0", "{line}");
+        if msg["id"] == 2 {
+            let names: Vec<_> = msg["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].clone())
+                .collect();
+            assert_eq!(
+                names,
+                [json!("list_mcp_resources"), json!("read_mcp_resource")]
+            );
+            seen_tools = true;
+        }
+    }
+    drop(stdin);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        status.success(),
+        "closing stdin ends the server cleanly: {status}"
+    );
+}
+
+// The issue's acceptance: no configuration file, an empty directory, and the tools still serve.
+#[tokio::test]
+async fn serve_starts_with_no_configuration_and_zero_upstreams() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(crate::support::QUARRY);
+    cmd.args(["serve", "--stdio"])
+        .current_dir(dir.path())
+        .env_remove("QUARRY_CONFIG");
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = rmcp::ServiceExt::serve(rmcp::model::ClientConfig::default(), transport)
+        .await
+        .unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 2);
+    let empty = call(&client, "list_mcp_resources", json!({})).await;
+    assert_eq!(empty["total_count"], 0);
+    assert_eq!(empty["servers"], json!([]));
+    assert!(client.list_all_resources().await.unwrap().is_empty());
+    client.cancel().await.unwrap();
+}
+
+// Upstreams without resources (no capability, or -32601 to resources/list) are normal.
+#[tokio::test]
+async fn upstreams_without_resources_are_normal_not_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = stdio_fixture("tools", &["--no-resources"]) + &stdio_fixture("files", &[]);
+    let client = gateway(dir.path(), &config).await;
+    let all = call(&client, "list_mcp_resources", json!({})).await;
+    assert_eq!(all["partial"], false);
+    assert_eq!(all["total_count"], 6);
+    let tools = all["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["server_name"] == "tools")
+        .unwrap();
+    assert_eq!(tools["status"], "connected");
+    assert_eq!(tools["resource_count"], 0);
+    assert_eq!(tools["last_error"], Value::Null);
+    client.cancel().await.unwrap();
+}
+
+// The aggregated resources through MCP's own resources/list, templates and read.
+#[tokio::test]
+async fn native_resource_methods_serve_the_aggregate() {
+    let (_dir, _notes, client) = two_upstreams().await;
+    let resources = client.list_all_resources().await.unwrap();
+    assert_eq!(resources.len() as u64, FILES_TOTAL + NOTES_TOTAL);
+    assert!(resources.iter().all(|r| r.uri.starts_with("mcp://")));
+    let templates = client.list_all_resource_templates().await.unwrap();
+    let item = templates
+        .iter()
+        .find(|t| t.uri_template == "mcp://files/fixture_3A//item/{n}")
+        .unwrap();
+    let expanded = item.uri_template.replace("{n}", "77");
+    let read = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(expanded))
+        .await
+        .unwrap();
+    match &read.contents[0] {
+        rmcp::model::ResourceContents::TextResourceContents { text, .. } => {
+            assert_eq!(text, &fixture::item_text(77))
+        }
+        other => panic!("{other:?}"),
+    }
+    let blob = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "mcp://notes/fixture_3A//blob/bytes.bin",
+        ))
+        .await
+        .unwrap();
+    match &blob.contents[0] {
+        rmcp::model::ResourceContents::BlobResourceContents { blob, .. } => {
+            assert_eq!(
+                base64::engine::general_purpose::STANDARD
+                    .decode(blob)
+                    .unwrap(),
+                fixture::blob_bytes()
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let missing = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "mcp://notes/nope",
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        missing.to_string().contains("E002") || format!("{missing:?}").contains("E002"),
+        "{missing:?}"
+    );
+    let forged = client
+        .list_resources(Some(
+            rmcp::model::PaginatedRequestParams::default().with_cursor(Some("x'; drop".into())),
+        ))
+        .await
+        .unwrap_err();
+    assert!(format!("{forged:?}").contains("cursor"), "{forged:?}");
+    client.cancel().await.unwrap();
+}
