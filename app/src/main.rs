@@ -50,10 +50,11 @@ fn main() {
     // Children are stopped by now; do not wait on stray blocking tasks (stdin readers).
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     if let Err(failure) = outcome {
-        if let Failure::Io(e) = &failure {
-            if e.kind() == std::io::ErrorKind::BrokenPipe {
-                std::process::exit(0);
-            }
+        // `quarry list | head` closing the pipe early is not a failure.
+        if let Failure::Io(e) = &failure
+            && e.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            std::process::exit(0);
         }
         eprintln!("quarry: {failure}");
         std::process::exit(failure.exit_code());

@@ -272,11 +272,12 @@ impl ResourceGateway for ResourceService {
             ));
         }
         let key = CacheKey::new(request.uri.server().clone(), request.uri.upstream());
-        if self.options.cache_enabled && request.use_cache {
-            if let Some(hit) = self.cached(&key, request.validate_checksum).await {
-                upstream.used(self.clock.now());
-                return render(&request, &hit.content, Some(&hit));
-            }
+        if self.options.cache_enabled
+            && request.use_cache
+            && let Some(hit) = self.cached(&key, request.validate_checksum).await
+        {
+            upstream.used(self.clock.now());
+            return render(&request, &hit.content, Some(&hit));
         }
         let content = self.fetch(upstream, request.uri.upstream()).await?;
         if self.options.cache_enabled {

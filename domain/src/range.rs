@@ -236,10 +236,10 @@ mod tests {
 
         #[test]
         fn construction_never_panics(offset in any::<i64>(), limit in proptest::option::of(any::<i64>()), total in any::<u64>()) {
-            if let Ok(range) = ByteRange::new(offset, limit) {
-                if let Ok(slice) = range.resolve(total) {
-                    prop_assert!(slice.end() <= total && slice.start() <= slice.end());
-                }
+            if let Ok(range) = ByteRange::new(offset, limit)
+                && let Ok(slice) = range.resolve(total)
+            {
+                prop_assert!(slice.end() <= total && slice.start() <= slice.end());
             }
         }
     }

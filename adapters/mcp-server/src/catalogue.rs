@@ -204,3 +204,6 @@ fn scope(name: &str) -> MetaObject {
 pub fn catalogue() -> Vec<Tool> {
     vec![list_tool(), read_tool()]
 }
+
+#[cfg(test)]
+mod tests;

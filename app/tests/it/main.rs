@@ -2,6 +2,9 @@
 //! real upstream servers (fixture servers over stdio and streamable HTTP, and the npm
 //! server-everything) over real transports.
 
+// A test that cannot set up its world should fail on the spot, saying where.
+#![allow(clippy::unwrap_used)]
+
 mod cli;
 mod peers;
 mod serve;

@@ -1,5 +1,8 @@
 //! The rmcp upstream adapter against real fixture servers over real transports.
 
+// A test that cannot set up its world should fail on the spot, saying where.
+#![allow(clippy::unwrap_used)]
+
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use quarry_domain::{Body, Endpoint, ServerName, ServerSpec};

@@ -1,0 +1,129 @@
+use quarry_domain::{
+    ByteRange, ConnectionStatus, ListResourcesResult, Origin, ReadResourceResult, Resource,
+    ResourceType, ResourceUri, ServerId, ServerName, ServerStatus,
+};
+use serde_json::{Value, json};
+
+use super::*;
+
+fn validator(schema: &JsonObject) -> jsonschema::Validator {
+    assert_eq!(schema.get("$schema"), Some(&json!(DRAFT)));
+    jsonschema::draft202012::new(&Value::Object(schema.clone())).expect("a valid draft 2020-12 schema")
+}
+
+fn tool(name: &str) -> Tool {
+    catalogue().into_iter().find(|t| t.name == name).expect("published")
+}
+
+// The whole catalogue as agents see it; a change here is a reviewed diff.
+#[test]
+fn the_catalogue_is_pinned() {
+    insta::assert_json_snapshot!("catalogue", catalogue());
+}
+
+#[test]
+fn every_tool_is_read_only_idempotent_and_names_its_scope() {
+    let names: Vec<_> = catalogue().iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(names, [LIST_TOOL, READ_TOOL]);
+    for t in catalogue() {
+        let a = t.annotations.clone().expect("annotations");
+        assert_eq!(a.read_only_hint, Some(true), "{}", t.name);
+        assert_eq!(a.destructive_hint, Some(false), "{}", t.name);
+        assert_eq!(a.idempotent_hint, Some(true), "{}", t.name);
+        assert_eq!(a.open_world_hint, Some(true), "{}", t.name);
+        assert!(t.title.as_deref().is_some_and(|title| title.ends_with("Tool")));
+        let meta = t.meta.clone().expect("meta");
+        assert_eq!(meta.0.get(SCOPE_KEY), Some(&json!("resources:read")));
+        validator(&t.input_schema);
+        validator(t.output_schema.as_ref().expect("output schema"));
+    }
+}
+
+// The spec's request schemas, bounds included.
+#[test]
+fn input_schemas_take_the_specs_requests_and_refuse_out_of_bounds_ones() {
+    let list = validator(&tool(LIST_TOOL).input_schema);
+    let spec_example = json!({"server": "production-mcp", "filter_type": "file", "include_metadata": true, "limit": 50, "offset": 0});
+    assert!(list.is_valid(&spec_example));
+    assert!(list.is_valid(&json!({})));
+    assert!(list.is_valid(&json!({"server": null, "filter_type": null, "limit": null})));
+    for bad in [json!({"limit": 0}), json!({"limit": 1001}), json!({"offset": -1}), json!({"filter_type": "table"}), json!({"server": ""}), json!({"extra": 1})] {
+        assert!(!list.is_valid(&bad), "{bad}");
+    }
+    let read = validator(&tool(READ_TOOL).input_schema);
+    let spec_example = json!({"resource_uri": "mcp://production-mcp/files/config.yaml", "offset": 0, "limit": 4096, "version": "v3", "use_cache": true, "validate_checksum": true});
+    assert!(read.is_valid(&spec_example));
+    for bad in [
+        json!({}),
+        json!({"resource_uri": "http://x/y"}),
+        json!({"resource_uri": "mcp://s/a b"}),
+        json!({"resource_uri": "mcp://s/x", "limit": 10485761}),
+        json!({"resource_uri": "mcp://s/x", "offset": -1}),
+    ] {
+        assert!(!read.is_valid(&bad), "{bad}");
+    }
+}
+
+fn sample_resource() -> Resource {
+    Resource {
+        uri: ResourceUri::new(ServerName::parse("docs").unwrap(), "file:///a.md").unwrap(),
+        name: "a".into(),
+        resource_type: ResourceType::File,
+        size: Some(3),
+        mime_type: Some("text/markdown".into()),
+        created_at: None,
+        modified_at: Some("2026-04-08T12:00:00Z".parse().unwrap()),
+        version: None,
+        is_protected: false,
+        metadata: serde_json::Map::new(),
+    }
+}
+
+// What the tools return conforms to the output schemas they publish, errors included.
+#[test]
+fn results_and_errors_conform_to_the_output_schemas() {
+    let name = ServerName::parse("docs").unwrap();
+    let listing = ListResourcesResult {
+        success: true,
+        resources: vec![sample_resource()],
+        servers: vec![ServerStatus {
+            server_id: ServerId::derive(&name),
+            server_name: name,
+            endpoint: "stdio:node".into(),
+            status: ConnectionStatus::Connected,
+            authenticated: false,
+            resource_count: 1,
+            last_used: Some("2026-04-08T12:00:00Z".parse().unwrap()),
+            last_error: None,
+        }],
+        total_count: 1,
+        cached_count: 0,
+        partial: false,
+    };
+    let list = validator(tool(LIST_TOOL).output_schema.as_ref().unwrap());
+    let value = serde_json::to_value(&listing).unwrap();
+    assert!(list.is_valid(&value), "{:?}", list.iter_errors(&value).map(|e| e.to_string()).collect::<Vec<_>>());
+
+    let uri = sample_resource().uri;
+    let slice = ByteRange::WHOLE.resolve(3).unwrap();
+    let read_result = ReadResourceResult {
+        success: true,
+        origin: Origin::of(&uri),
+        uri,
+        content: Some("abc".into()),
+        bytes_content: None,
+        mime_type: Some("text/markdown".into()),
+        size: 3,
+        content_range: slice.content_range(),
+        version: None,
+        cached: true,
+        cached_at: Some("2026-04-08T12:00:00Z".parse().unwrap()),
+    };
+    let read = validator(tool(READ_TOOL).output_schema.as_ref().unwrap());
+    let value = serde_json::to_value(&read_result).unwrap();
+    assert!(read.is_valid(&value), "{:?}", read.iter_errors(&value).map(|e| e.to_string()).collect::<Vec<_>>());
+
+    let error = json!({"success": false, "error_code": "E002", "error_message": "not found", "uri": "mcp://docs/x"});
+    assert!(read.is_valid(&error));
+    assert!(list.is_valid(&json!({"success": false, "error_code": "E003", "error_message": "down"})));
+}
