@@ -90,7 +90,7 @@ pub(crate) async fn run(as_json: bool) -> Result<(), Failure> {
             if !as_json {
                 writeln!(
                     out,
-                    "\n{step}. read_mcp_resource {uri} ({label}): {} in {:.2} ms",
+                    "\n{step}. read_mcp_resource {uri} ({label}): {} in {:.3} ms",
                     if result.cached { "served from cache" } else { "fetched from the upstream" },
                     elapsed.as_secs_f64() * 1000.0
                 )?;

@@ -8,11 +8,15 @@ use super::*;
 
 fn validator(schema: &JsonObject) -> jsonschema::Validator {
     assert_eq!(schema.get("$schema"), Some(&json!(DRAFT)));
-    jsonschema::draft202012::new(&Value::Object(schema.clone())).expect("a valid draft 2020-12 schema")
+    jsonschema::draft202012::new(&Value::Object(schema.clone()))
+        .expect("a valid draft 2020-12 schema")
 }
 
 fn tool(name: &str) -> Tool {
-    catalogue().into_iter().find(|t| t.name == name).expect("published")
+    catalogue()
+        .into_iter()
+        .find(|t| t.name == name)
+        .expect("published")
 }
 
 // The whole catalogue as agents see it; a change here is a reviewed diff.
@@ -31,7 +35,11 @@ fn every_tool_is_read_only_idempotent_and_names_its_scope() {
         assert_eq!(a.destructive_hint, Some(false), "{}", t.name);
         assert_eq!(a.idempotent_hint, Some(true), "{}", t.name);
         assert_eq!(a.open_world_hint, Some(true), "{}", t.name);
-        assert!(t.title.as_deref().is_some_and(|title| title.ends_with("Tool")));
+        assert!(
+            t.title
+                .as_deref()
+                .is_some_and(|title| title.ends_with("Tool"))
+        );
         let meta = t.meta.clone().expect("meta");
         assert_eq!(meta.0.get(SCOPE_KEY), Some(&json!("resources:read")));
         validator(&t.input_schema);
@@ -47,7 +55,14 @@ fn input_schemas_take_the_specs_requests_and_refuse_out_of_bounds_ones() {
     assert!(list.is_valid(&spec_example));
     assert!(list.is_valid(&json!({})));
     assert!(list.is_valid(&json!({"server": null, "filter_type": null, "limit": null})));
-    for bad in [json!({"limit": 0}), json!({"limit": 1001}), json!({"offset": -1}), json!({"filter_type": "table"}), json!({"server": ""}), json!({"extra": 1})] {
+    for bad in [
+        json!({"limit": 0}),
+        json!({"limit": 1001}),
+        json!({"offset": -1}),
+        json!({"filter_type": "table"}),
+        json!({"server": ""}),
+        json!({"extra": 1}),
+    ] {
         assert!(!list.is_valid(&bad), "{bad}");
     }
     let read = validator(&tool(READ_TOOL).input_schema);
@@ -102,7 +117,13 @@ fn results_and_errors_conform_to_the_output_schemas() {
     };
     let list = validator(tool(LIST_TOOL).output_schema.as_ref().unwrap());
     let value = serde_json::to_value(&listing).unwrap();
-    assert!(list.is_valid(&value), "{:?}", list.iter_errors(&value).map(|e| e.to_string()).collect::<Vec<_>>());
+    assert!(
+        list.is_valid(&value),
+        "{:?}",
+        list.iter_errors(&value)
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+    );
 
     let uri = sample_resource().uri;
     let slice = ByteRange::WHOLE.resolve(3).unwrap();
@@ -121,9 +142,17 @@ fn results_and_errors_conform_to_the_output_schemas() {
     };
     let read = validator(tool(READ_TOOL).output_schema.as_ref().unwrap());
     let value = serde_json::to_value(&read_result).unwrap();
-    assert!(read.is_valid(&value), "{:?}", read.iter_errors(&value).map(|e| e.to_string()).collect::<Vec<_>>());
+    assert!(
+        read.is_valid(&value),
+        "{:?}",
+        read.iter_errors(&value)
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+    );
 
     let error = json!({"success": false, "error_code": "E002", "error_message": "not found", "uri": "mcp://docs/x"});
     assert!(read.is_valid(&error));
-    assert!(list.is_valid(&json!({"success": false, "error_code": "E003", "error_message": "down"})));
+    assert!(
+        list.is_valid(&json!({"success": false, "error_code": "E003", "error_message": "down"}))
+    );
 }
