@@ -53,6 +53,11 @@ pub enum Command {
     Read(ReadArgs),
     /// Show every configured server and its status (connects to each to find out).
     Servers(JsonFlag),
+    /// List the versions Quarry has recorded for a resource (each distinct content it has read).
+    Versions(VersionsArgs),
+    /// Manage the cache of resource content and listings.
+    #[command(subcommand)]
+    Cache(CacheCommand),
     /// Run a self-contained demo: two fixture upstreams (stdio and HTTP), a listing across both,
     /// and one resource read twice, the second time from cache. Needs nothing but this binary.
     Demo(JsonFlag),
@@ -119,6 +124,39 @@ pub struct ReadArgs {
     pub json: bool,
 }
 
+/// `quarry versions` options.
+#[derive(Debug, Args)]
+pub struct VersionsArgs {
+    /// The gateway URI (mcp://SERVER/PATH).
+    pub uri: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `quarry cache ...`.
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// Drop cached content and listings (all, one server's, or one resource's) so the next reads
+    /// go to the upstreams. The cache is per process: this acts on a running `quarry serve` only
+    /// through its purge_mcp_cache tool.
+    Purge(PurgeArgs),
+}
+
+/// `quarry cache purge` options.
+#[derive(Debug, Args)]
+pub struct PurgeArgs {
+    /// Only this server.
+    #[arg(long)]
+    pub server: Option<String>,
+    /// Only this resource (gateway URI).
+    #[arg(long)]
+    pub uri: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// `quarry fixture` options.
 #[derive(Debug, Args)]
 pub struct FixtureCommand {
@@ -159,14 +197,18 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
         Command::Fixture(f) => run_fixture(f).await,
         Command::Demo(flag) => demo::run(flag.json).await,
         Command::Serve(_) => {
-            let service = compose::build(&settings)?;
+            let service = compose::build(&settings).await?;
             tracing::info!(
                 servers = settings.servers.len(),
                 config = %settings.source.as_ref().map_or("(defaults)".into(), |p| p.display().to_string()),
                 "serving MCP on stdio"
             );
             let gateway: Arc<dyn ResourceGateway> = service.clone();
-            let result = quarry_mcp_server::serve_stdio(gateway, shutdown_signal()).await;
+            let options = quarry_mcp_server::ServerOptions {
+                inline_limit: settings.inline_limit_bytes,
+                principal: quarry_domain::Principal::local(),
+            };
+            let result = quarry_mcp_server::serve_stdio(gateway, options, shutdown_signal()).await;
             service.shutdown().await;
             result.map_err(|e| {
                 tracing::error!("{e}");
@@ -176,6 +218,10 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
         Command::List(args) => with_service(&settings, |s| list(s, args)).await,
         Command::Read(args) => with_service(&settings, |s| read(s, args)).await,
         Command::Servers(flag) => with_service(&settings, |s| servers(s, flag.json)).await,
+        Command::Versions(args) => with_service(&settings, |s| versions(s, args)).await,
+        Command::Cache(CacheCommand::Purge(args)) => {
+            with_service(&settings, |s| purge(s, args)).await
+        }
     }
 }
 
@@ -184,7 +230,7 @@ where
     F: FnOnce(Arc<ResourceService>) -> Fut,
     Fut: std::future::Future<Output = Result<(), Failure>>,
 {
-    let service = compose::build(settings)?;
+    let service = compose::build(settings).await?;
     let result = f(service.clone()).await;
     service.shutdown().await;
     result
@@ -205,6 +251,7 @@ fn list_query(args: &ListArgs) -> Result<ListQuery, Error> {
             .transpose()?,
         limit: PageLimit::new(args.limit)?,
         offset: ListQuery::parse_offset(args.offset)?,
+        use_cache: true,
     })
 }
 
@@ -228,6 +275,8 @@ async fn read(service: Arc<ResourceService>, args: ReadArgs) -> Result<(), Failu
         use_cache: !args.no_cache,
         version: args.version,
         validate_checksum: true,
+        inline_limit: None,
+        principal: quarry_domain::Principal::local(),
     };
     let result = service.read_resource(request).await?;
     let mut out = std::io::stdout().lock();
@@ -248,6 +297,39 @@ async fn servers(service: Arc<ResourceService>, json: bool) -> Result<(), Failur
         render::json(&mut out, &statuses)?;
     } else {
         render::servers(&mut out, &statuses)?;
+    }
+    Ok(())
+}
+
+async fn versions(service: Arc<ResourceService>, args: VersionsArgs) -> Result<(), Failure> {
+    let uri = ResourceUri::parse(&args.uri)?;
+    let versions = service.versions(&uri).await?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        render::json(&mut out, &versions)?;
+    } else {
+        render::versions(&mut out, &versions)?;
+    }
+    Ok(())
+}
+
+async fn purge(service: Arc<ResourceService>, args: PurgeArgs) -> Result<(), Failure> {
+    let server = args
+        .server
+        .as_deref()
+        .map(quarry_domain::ServerName::parse)
+        .transpose()?;
+    let uri = args.uri.as_deref().map(ResourceUri::parse).transpose()?;
+    let report = service.purge(server, uri).await?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        render::json(&mut out, &report)?;
+    } else {
+        writeln!(
+            out,
+            "purged {} cached contents and {} listings",
+            report.contents, report.listings
+        )?;
     }
     Ok(())
 }

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use quarry_cache_lru::LruContentCache;
 use quarry_domain::Error;
 use quarry_mcp_client::RmcpConnector;
-use quarry_ports::SystemClock;
+use quarry_ports::{SystemClock, VersionStore};
+use quarry_store_sqlite::SqliteStore;
 
 use crate::{
     config::Settings,
@@ -13,19 +14,38 @@ use crate::{
 };
 
 /// Builds the resource service the settings describe: rmcp upstreams, the in-memory LRU cache,
-/// the system clock.
+/// the SQLite store, the system clock.
 ///
 /// # Errors
-/// E012 when the HTTP client for upstreams cannot be built.
-pub fn build(settings: &Settings) -> Result<Arc<ResourceService>, Error> {
+/// E012 when the HTTP client for upstreams cannot be built or the store cannot be opened (the
+/// message names the file and the key that sets it).
+pub async fn build(settings: &Settings) -> Result<Arc<ResourceService>, Error> {
     let connector = RmcpConnector::new(settings.max_resource_bytes).map_err(|e| {
         tracing::error!("{e}");
         Error::internal()
     })?;
+    let store = match &settings.store_path {
+        Some(path) => SqliteStore::open(path, settings.retention)
+            .await
+            .map_err(|e| {
+                Error::new(
+                    quarry_domain::ErrorCode::E012,
+                    format!("{e} (set [store] path in the configuration, or QUARRY_STORE_PATH)"),
+                )
+            })?,
+        None => SqliteStore::in_memory(settings.retention)
+            .await
+            .map_err(|e| {
+                tracing::error!("{e}");
+                Error::internal()
+            })?,
+    };
+    let store: Arc<dyn VersionStore> = Arc::new(store);
     Ok(Arc::new(ResourceService::new(
         settings.servers.clone(),
         Arc::new(connector),
         Arc::new(LruContentCache::new(settings.cache_max_bytes)),
+        store,
         Arc::new(SystemClock),
         ServiceOptions {
             cache_enabled: settings.cache_enabled,

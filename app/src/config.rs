@@ -21,6 +21,16 @@
 //! [security]
 //! max_resource_size_mb = 50
 //!
+//! [store]
+//! path = "/var/lib/quarry/quarry.db"   # default: $XDG_DATA_HOME/quarry/quarry.db
+//!
+//! [versions]
+//! retain_count = 10              # versions per resource whose content is kept
+//! retain_mb = 64                 # and at most this much of it
+//!
+//! [results]
+//! inline_limit_kb = 32           # the most content one tool result carries
+//!
 //! [logging]
 //! level = "info"
 //! ```
@@ -32,7 +42,7 @@ use std::{
 };
 
 use quarry_domain::{
-    ClassificationRule, Classifier, Endpoint, Error, ServerId, ServerName, ServerSpec,
+    ClassificationRule, Classifier, Endpoint, Error, Retention, ServerId, ServerName, ServerSpec,
 };
 use serde::Deserialize;
 
@@ -52,6 +62,63 @@ struct File {
     logging: LoggingSection,
     #[serde(default)]
     classification: ClassificationSection,
+    #[serde(default)]
+    store: StoreSection,
+    #[serde(default)]
+    versions: VersionsSection,
+    #[serde(default)]
+    results: ResultsSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreSection {
+    path: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VersionsSection {
+    #[serde(default = "default_retain_count")]
+    retain_count: u32,
+    #[serde(default = "default_retain_mb")]
+    retain_mb: u64,
+}
+
+impl Default for VersionsSection {
+    fn default() -> Self {
+        Self {
+            retain_count: default_retain_count(),
+            retain_mb: default_retain_mb(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResultsSection {
+    #[serde(default = "default_inline_kb")]
+    inline_limit_kb: u64,
+}
+
+impl Default for ResultsSection {
+    fn default() -> Self {
+        Self {
+            inline_limit_kb: default_inline_kb(),
+        }
+    }
+}
+
+fn default_retain_count() -> u32 {
+    10
+}
+fn default_retain_mb() -> u64 {
+    64
+}
+// Claude Code refuses tool results over about 25,000 tokens; 32 KiB of text is well under, and
+// so is its base64 when the content is binary.
+fn default_inline_kb() -> u64 {
+    32
 }
 
 #[derive(Debug, Deserialize)]
@@ -208,12 +275,35 @@ pub struct Settings {
     pub log_level: String,
     /// Resource type rules.
     pub classifier: Classifier,
+    /// Where the store lives; `None` keeps it in memory (gone at exit).
+    pub store_path: Option<PathBuf>,
+    /// How much version history is kept.
+    pub retention: Retention,
+    /// The most content bytes one tool result carries.
+    pub inline_limit_bytes: u64,
+}
+
+/// Where the store goes when the configuration does not say: `$XDG_DATA_HOME/quarry/quarry.db`,
+/// else `~/.local/share/quarry/quarry.db`, else `./quarry.db`.
+fn default_store_path(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    let data = env("XDG_DATA_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            env("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/share"))
+        });
+    match data {
+        Some(dir) => dir.join("quarry").join("quarry.db"),
+        None => PathBuf::from("quarry.db"),
+    }
 }
 
 impl Settings {
     /// The defaults: no servers, cache on.
     pub fn defaults() -> Self {
-        let Ok(settings) = Self::from_file(File::default(), None) else {
+        let Ok(settings) = Self::from_file(File::default(), None, None) else {
             unreachable!("the defaults are valid")
         };
         settings
@@ -248,10 +338,19 @@ impl Settings {
             }
         };
         apply_env(&mut file, env)?;
-        Self::from_file(file, path)
+        let store_path = match file.store.path.take() {
+            Some(p) if p.as_os_str() == ":memory:" => None,
+            Some(p) => Some(p),
+            None => Some(default_store_path(env)),
+        };
+        Self::from_file(file, path, store_path)
     }
 
-    fn from_file(file: File, source: Option<PathBuf>) -> Result<Self, Error> {
+    fn from_file(
+        file: File,
+        source: Option<PathBuf>,
+        store_path: Option<PathBuf>,
+    ) -> Result<Self, Error> {
         let at = |what: String| match &source {
             Some(p) => Error::invalid(format!("config file {}: {what}", p.display())),
             None => Error::invalid(what),
@@ -267,6 +366,14 @@ impl Settings {
         }
         if file.security.max_resource_size_mb == 0 {
             return Err(at("security.max_resource_size_mb must be at least 1".into()));
+        }
+        if file.versions.retain_count == 0 {
+            return Err(at("versions.retain_count must be at least 1".into()));
+        }
+        if file.results.inline_limit_kb == 0 || file.results.inline_limit_kb > 10 * 1024 {
+            return Err(at(
+                "results.inline_limit_kb must be between 1 and 10240".into()
+            ));
         }
         let mut servers: Vec<ServerSettings> = Vec::new();
         for (name, section) in file.servers {
@@ -302,6 +409,12 @@ impl Settings {
                 .saturating_mul(1024 * 1024),
             log_level: file.logging.level,
             classifier,
+            store_path,
+            retention: Retention {
+                count: file.versions.retain_count,
+                bytes: file.versions.retain_mb.saturating_mul(1024 * 1024),
+            },
+            inline_limit_bytes: file.results.inline_limit_kb.saturating_mul(1024),
         })
     }
 }
@@ -402,6 +515,7 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
         "security.max_resource_size_mb",
     ),
     ("QUARRY_LOGGING_LEVEL", "logging.level"),
+    ("QUARRY_STORE_PATH", "store.path"),
 ];
 
 fn apply_env(file: &mut File, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Error> {
@@ -432,6 +546,7 @@ fn apply_env(file: &mut File, env: &dyn Fn(&str) -> Option<String>) -> Result<()
                 file.security.max_resource_size_mb = number(var, &value)?;
             }
             "QUARRY_LOGGING_LEVEL" => file.logging.level = value,
+            "QUARRY_STORE_PATH" => file.store.path = Some(PathBuf::from(value)),
             _ => {}
         }
     }

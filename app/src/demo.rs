@@ -72,7 +72,7 @@ pub(crate) async fn run(as_json: bool) -> Result<(), Failure> {
             },
         )?,
     ];
-    let service = compose::build(&settings)?;
+    let service = compose::build(&settings).await?;
 
     let outcome = async {
         say(&mut out, "\n1. list_mcp_resources across both servers:\n")?;

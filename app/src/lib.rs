@@ -7,6 +7,8 @@ pub mod cli;
 pub mod compose;
 pub mod config;
 mod demo;
+mod invalidation;
+mod listings;
 mod render;
 pub mod service;
 mod upstreams;

@@ -3,7 +3,9 @@
 use std::io::{self, Write};
 
 use base64::Engine as _;
-use quarry_domain::{ConnectionStatus, ListResourcesResult, ReadResourceResult, ServerStatus};
+use quarry_domain::{
+    ConnectionStatus, ListResourcesResult, ReadResourceResult, ResourceVersion, ServerStatus,
+};
 use serde::Serialize;
 
 pub(crate) fn json(out: &mut impl Write, value: &impl Serialize) -> io::Result<()> {
@@ -148,16 +150,52 @@ pub(crate) fn content(out: &mut impl Write, result: &ReadResourceResult) -> io::
 }
 
 pub(crate) fn read_summary(err: &mut impl Write, result: &ReadResourceResult) -> io::Result<()> {
-    let cache = match result.cached_at {
-        Some(at) if result.cached => format!("served from cache (fetched {})", at.to_rfc3339()),
-        _ => "fetched from upstream".into(),
+    let cache = match (result.cached_at, &result.upstream_error) {
+        (Some(at), Some(e)) => format!(
+            "STALE: upstream unavailable ({}: {}), cached content from {}",
+            e.error_code,
+            e.error_message,
+            at.to_rfc3339()
+        ),
+        (Some(at), None) => format!("served from cache (fetched {})", at.to_rfc3339()),
+        (None, _) => "fetched from upstream".into(),
     };
+    let version = result.version.as_ref().map_or(String::new(), |v| {
+        format!(" · {} {}", v.version, v.checksum)
+    });
     writeln!(
         err,
-        "{} · {} · {} · {}",
+        "{} · {} · {}{} · {}",
         result.mime_type.as_deref().unwrap_or("unknown type"),
         size(Some(result.size)),
         result.content_range.as_str(),
+        version,
         cache
+    )
+}
+
+pub(crate) fn versions(out: &mut impl Write, versions: &[ResourceVersion]) -> io::Result<()> {
+    if versions.is_empty() {
+        return writeln!(
+            out,
+            "no versions recorded yet (a version is recorded when the resource is read)"
+        );
+    }
+    let rows: Vec<Vec<String>> = versions
+        .iter()
+        .map(|v| {
+            vec![
+                v.version.clone(),
+                v.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                size(Some(v.size)),
+                v.etag.clone(),
+                v.checksum.clone(),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &["VERSION", "FIRST SEEN", "SIZE", "ETAG", "CHECKSUM"],
+        &rows,
     )
 }

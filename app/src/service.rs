@@ -1,35 +1,42 @@
 //! `ResourceService`: the spec's service layer for listing and reading, behind the driving port.
 //!
-//! Reads check the cache first, fetch on a miss (retrying a dead connection as the server's
-//! retry policy says), verify cached bytes against their SHA-256 when asked, and cut the requested
-//! byte range. Listings ask every selected server at once, each under its own deadline: one slow
-//! or failing server marks the result partial and never fails or stalls the others.
+//! Reads check the cache first; a miss fetches from the upstream (retrying a dead connection as
+//! the server's policy says), hashes the content, records its version, caches it (for as long as
+//! the configuration and the upstream's `ttlMs` allow, per principal when the upstream marks it
+//! private) and subscribes to the upstream's change notifications. Cached bytes are re-hashed before
+//! they are served; a corrupt entry is dropped and refetched. With the upstream down, expired cached
+//! content is served marked stale, with the upstream's error beside it. Listings ask every selected
+//! server at once, each under its own deadline, and cache each server's listing apart from content.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use base64::Engine as _;
 use quarry_domain::{
-    Body, Classifier, Content, Error, ErrorCode, ListQuery, ListResourcesResult, Origin,
-    ReadResourceResult, Resource, ResourceUri, ServerStatus, sort_and_page, template_to_gateway,
+    Body, Classifier, Content, Digest, Error, ErrorCode, ListQuery, ListResourcesResult, Origin,
+    ReadResourceResult, Resource, ResourceUri, ResourceVersion, ServerName, ServerStatus,
+    Timestamp, UpstreamFailure, VersionSelector, sort_and_page, template_to_gateway,
 };
 use quarry_ports::{
-    CacheKey, CachedContent, Clock, ContentCache, GatewayTemplate, ReadRequest, ResourceGateway,
-    UpstreamConnector, UpstreamError, UpstreamResource,
+    CachedContent, Clock, ContentCache, Fetched, GatewayTemplate, PurgeReport, ReadRequest,
+    ResourceGateway, ResourceKey, UpstreamConnector, UpstreamError, UpstreamObserver,
+    UpstreamResource, UpstreamSession, VersionStore,
 };
 use serde_json::{Map, Value};
 
 use crate::{
     config::ServerSettings,
+    invalidation::Invalidator,
+    listings::{CachedListing, ListingCache},
     upstreams::{Upstream, Upstreams},
 };
 
 /// How the service caches and bounds content.
 #[derive(Debug, Clone)]
 pub struct ServiceOptions {
-    /// Whether content is cached at all.
+    /// Whether content and listings are cached at all.
     pub cache_enabled: bool,
-    /// How long cached content stays fresh.
+    /// How long cached content and listings stay fresh (an upstream's `ttlMs` can shorten it).
     pub cache_ttl: Duration,
     /// The largest content accepted from an upstream.
     pub max_resource_bytes: u64,
@@ -43,15 +50,36 @@ pub struct ResourceService {
     upstreams: Upstreams,
     connector: Arc<dyn UpstreamConnector>,
     cache: Arc<dyn ContentCache>,
+    store: Arc<dyn VersionStore>,
     clock: Arc<dyn Clock>,
     options: ServiceOptions,
+    listings: Arc<ListingCache>,
+    invalidator: Arc<Invalidator>,
 }
 
-fn sha256(bytes: &[u8]) -> [u8; 32] {
+/// The SHA-256 digest of `bytes`.
+pub fn sha256(bytes: &[u8]) -> Digest {
     let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
     let mut out = [0u8; 32];
     out.copy_from_slice(digest.as_ref());
-    out
+    Digest::new(out)
+}
+
+/// How a read was answered, for the result's metadata.
+#[derive(Debug, Default)]
+struct Provenance {
+    cached_at: Option<Timestamp>,
+    stale: Option<Error>,
+    version: Option<ResourceVersion>,
+}
+
+fn store_failed(e: impl std::fmt::Display) -> Error {
+    tracing::error!("{e}");
+    Error::internal()
+}
+
+fn is_upstream_down(e: &Error) -> bool {
+    matches!(e.code(), ErrorCode::E003 | ErrorCode::E009)
 }
 
 impl ResourceService {
@@ -60,15 +88,21 @@ impl ResourceService {
         servers: Vec<ServerSettings>,
         connector: Arc<dyn UpstreamConnector>,
         cache: Arc<dyn ContentCache>,
+        store: Arc<dyn VersionStore>,
         clock: Arc<dyn Clock>,
         options: ServiceOptions,
     ) -> Self {
+        let listings = Arc::new(ListingCache::default());
+        let invalidator = Arc::new(Invalidator::new(cache.clone(), listings.clone()));
         Self {
             upstreams: Upstreams::new(servers),
             connector,
             cache,
+            store,
             clock,
             options,
+            listings,
+            invalidator,
         }
     }
 
@@ -77,15 +111,49 @@ impl ResourceService {
         self.upstreams.close_all().await;
     }
 
-    /// Lists one server under its deadline, recording what happened in its status.
+    /// The upstream's session; a new session means announcements may have been missed, so what
+    /// is cached for the server is dropped.
+    async fn session(
+        &self,
+        upstream: &Upstream,
+    ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
+        let observer: Arc<dyn UpstreamObserver> = self.invalidator.clone();
+        let (session, is_new) = upstream.session(self.connector.as_ref(), observer).await?;
+        if is_new {
+            self.invalidator.forget_server(upstream.name()).await;
+        }
+        Ok(session)
+    }
+
+    fn ttl_until(&self, now: Timestamp, hint: Option<Duration>) -> Timestamp {
+        let ttl = hint.map_or(self.options.cache_ttl, |h| h.min(self.options.cache_ttl));
+        let ttl = chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
+        now.checked_add_signed(ttl).unwrap_or(now)
+    }
+
+    /// Lists one server under its deadline (from its cached listing when allowed and fresh),
+    /// recording what happened in its status. Returns the resources, whether the listing was cut
+    /// short, and when a cached listing was fetched.
     async fn list_one(
         &self,
         upstream: &Upstream,
-    ) -> Result<(Vec<UpstreamResource>, bool), UpstreamError> {
+        use_cache: bool,
+    ) -> Result<(Arc<Vec<UpstreamResource>>, bool, Option<Timestamp>), UpstreamError> {
+        let now = self.clock.now();
+        if self.options.cache_enabled
+            && use_cache
+            && let Some(hit) = self.listings.get(upstream.name(), now)
+        {
+            return Ok((hit.resources, hit.truncated, Some(hit.fetched_at)));
+        }
         let deadline = upstream.settings.spec.timeout;
         let attempt = async {
-            let session = upstream.session(self.connector.as_ref()).await?;
-            session.list_resources().await
+            let session = self.session(upstream).await?;
+            let epoch = self.invalidator.epoch(upstream.name());
+            session
+                .list_resources()
+                .await
+                .map(|listing| (listing, epoch))
         };
         let outcome = match tokio::time::timeout(deadline, attempt).await {
             Ok(result) => result,
@@ -94,10 +162,23 @@ impl ResourceService {
             )),
         };
         match outcome {
-            Ok(listing) => {
-                upstream.used(self.clock.now());
+            Ok((listing, epoch)) => {
+                let now = self.clock.now();
+                upstream.used(now);
                 upstream.listed(listing.resources.len() as u64);
-                Ok((listing.resources, listing.truncated))
+                let resources = Arc::new(listing.resources);
+                if self.options.cache_enabled && self.invalidator.epoch(upstream.name()) == epoch {
+                    self.listings.put(
+                        upstream.name().clone(),
+                        CachedListing {
+                            resources: resources.clone(),
+                            truncated: listing.truncated,
+                            fetched_at: now,
+                            expires_at: self.ttl_until(now, None),
+                        },
+                    );
+                }
+                Ok((resources, listing.truncated, None))
             }
             Err(e) => {
                 tracing::warn!(server = %upstream.name(), "listing failed: {e}");
@@ -107,7 +188,7 @@ impl ResourceService {
         }
     }
 
-    fn to_resource(&self, upstream: &Upstream, r: UpstreamResource) -> Option<Resource> {
+    fn to_resource(&self, upstream: &Upstream, r: &UpstreamResource) -> Option<Resource> {
         let spec = &upstream.settings.spec;
         let uri = match ResourceUri::new(spec.name.clone(), &r.uri) {
             Ok(uri) => uri,
@@ -124,11 +205,11 @@ impl ResourceService {
         metadata.insert("server".into(), Value::String(spec.name.to_string()));
         metadata.insert("server_id".into(), Value::String(spec.id.to_string()));
         metadata.insert("upstream_uri".into(), Value::String(r.uri.clone()));
-        if let Some(title) = r.title {
-            metadata.insert("title".into(), Value::String(title));
+        if let Some(title) = &r.title {
+            metadata.insert("title".into(), Value::String(title.clone()));
         }
-        if let Some(d) = r.description {
-            metadata.insert("description".into(), Value::String(d));
+        if let Some(d) = &r.description {
+            metadata.insert("description".into(), Value::String(d.clone()));
         }
         metadata.insert(
             "classification".into(),
@@ -137,14 +218,14 @@ impl ResourceService {
         let name = if r.name.is_empty() {
             quarry_domain::sanitize_label(&r.uri)
         } else {
-            r.name
+            r.name.clone()
         };
         Some(Resource {
             uri,
             name,
             resource_type: classified.resource_type,
             size: r.size,
-            mime_type: r.mime_type,
+            mime_type: r.mime_type.clone(),
             created_at: None,
             modified_at: r.last_modified,
             version: None,
@@ -155,18 +236,31 @@ impl ResourceService {
 
     /// Fetches content, reconnecting and retrying as the server's policy says when the
     /// connection is what failed.
-    async fn fetch(&self, upstream: &Upstream, uri: &str) -> Result<Content, Error> {
+    ///
+    /// Also returns the session (to subscribe on) and the server's invalidation epoch taken once
+    /// the session was established, before the read.
+    async fn fetch(
+        &self,
+        upstream: &Upstream,
+        uri: &str,
+    ) -> Result<(Fetched, Arc<dyn UpstreamSession>, u64), Error> {
         let retry = upstream.settings.retry;
         let mut attempt = 0;
         loop {
-            let result = match upstream.session(self.connector.as_ref()).await {
-                Ok(session) => session.read(uri, self.options.max_resource_bytes).await,
+            let result = match self.session(upstream).await {
+                Ok(session) => {
+                    let epoch = self.invalidator.epoch(upstream.name());
+                    session
+                        .read(uri, self.options.max_resource_bytes)
+                        .await
+                        .map(|f| (f, session, epoch))
+                }
                 Err(e) => Err(e),
             };
             match result {
-                Ok(content) => {
+                Ok(done) => {
                     upstream.used(self.clock.now());
-                    return Ok(content);
+                    return Ok(done);
                 }
                 Err(e) => {
                     upstream.failed(&e);
@@ -183,10 +277,23 @@ impl ResourceService {
         }
     }
 
-    /// A fresh cache hit whose bytes still match their checksum. A corrupt entry is dropped.
-    async fn cached(&self, key: &CacheKey, verify: bool) -> Option<CachedContent> {
-        let hit = self.cache.get(key, self.clock.now()).await?;
-        if verify && sha256(hit.content.bytes()) != hit.sha256 {
+    /// A cached entry this principal may be served, with bytes that still match their digest.
+    /// A corrupt entry is dropped (E006 in the log) and treated as a miss.
+    async fn usable(
+        &self,
+        key: &ResourceKey,
+        entry: Option<CachedContent>,
+        request: &ReadRequest,
+    ) -> Option<CachedContent> {
+        let entry = entry?;
+        if entry
+            .partition
+            .as_ref()
+            .is_some_and(|p| p != &request.principal)
+        {
+            return None;
+        }
+        if request.validate_checksum && sha256(entry.content.bytes()) != entry.digest {
             tracing::error!(
                 code = %ErrorCode::E006,
                 server = %key.server,
@@ -195,16 +302,84 @@ impl ResourceService {
             self.cache.invalidate(key).await;
             return None;
         }
-        Some(hit)
+        Some(entry)
+    }
+
+    async fn read_version(
+        &self,
+        request: &ReadRequest,
+        key: &ResourceKey,
+        wanted: &str,
+    ) -> Result<ReadResourceResult, Error> {
+        let selector = VersionSelector::parse(wanted)?;
+        let shown: String = wanted.chars().take(64).collect();
+        let Some((version, content)) = self
+            .store
+            .find(key, &selector)
+            .await
+            .map_err(store_failed)?
+        else {
+            return Err(Error::new(
+                ErrorCode::E002,
+                format!("no version {shown:?} of {} is recorded", request.uri),
+            ));
+        };
+        let Some(content) = content else {
+            return Err(Error::new(
+                ErrorCode::E002,
+                format!(
+                    "the content of {} of {} is no longer kept (see versions.retain_count)",
+                    version.version, request.uri
+                ),
+            ));
+        };
+        if request.validate_checksum && sha256(content.bytes()).checksum() != version.checksum {
+            return Err(Error::new(
+                ErrorCode::E006,
+                format!(
+                    "stored content of {} of {} fails its checksum",
+                    version.version, request.uri
+                ),
+            ));
+        }
+        render(
+            request,
+            &content,
+            Provenance {
+                version: Some(version),
+                ..Provenance::default()
+            },
+        )
     }
 }
 
+/// Cuts the requested range (and the inline limit) out of `content` and builds the result.
 fn render(
     request: &ReadRequest,
     content: &Content,
-    cached: Option<&CachedContent>,
+    how: Provenance,
 ) -> Result<ReadResourceResult, Error> {
-    let slice = request.range.resolve(content.len())?;
+    let asked = request.range.resolve(content.len())?;
+    let mut slice = asked;
+    let mut note = None;
+    if let Some(cap) = request.inline_limit.filter(|cap| asked.len() > *cap) {
+        let mut end = asked.start() + cap;
+        // Text is cut on a character boundary so the part returned stays text.
+        if let Body::Text(text) = &content.body {
+            while end > asked.start() && !text.is_char_boundary(end as usize) {
+                end -= 1;
+            }
+        }
+        slice = asked.ending_at(end);
+        note = Some(format!(
+            "Only bytes {}-{} of the {} asked for are included (the inline limit is {} bytes). Call read_mcp_resource again with offset={} to continue.",
+            slice.start(),
+            slice.end() - 1,
+            asked.len(),
+            cap,
+            slice.end()
+        ));
+    }
     let bytes = slice.apply(content.bytes());
     let encode = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
     let (text, blob) = match &content.body {
@@ -224,9 +399,13 @@ fn render(
         mime_type: content.mime_type.clone(),
         size: slice.total(),
         content_range: slice.content_range(),
-        version: None,
-        cached: cached.is_some(),
-        cached_at: cached.map(|c| c.cached_at),
+        version: how.version,
+        cached: how.cached_at.is_some(),
+        cached_at: how.cached_at,
+        stale: how.stale.is_some(),
+        upstream_error: how.stale.as_ref().map(UpstreamFailure::from),
+        next_offset: (slice.end() < asked.end()).then_some(slice.end()),
+        note,
         origin: Origin::of(&request.uri),
     })
 }
@@ -235,64 +414,143 @@ fn render(
 impl ResourceGateway for ResourceService {
     async fn list_resources(&self, query: ListQuery) -> Result<ListResourcesResult, Error> {
         let selected = self.upstreams.select(query.server.as_ref())?;
-        let listings = futures::future::join_all(selected.iter().map(|u| self.list_one(u))).await;
+        let listings =
+            futures::future::join_all(selected.iter().map(|u| self.list_one(u, query.use_cache)))
+                .await;
+        let summaries =
+            futures::future::join_all(selected.iter().map(|u| self.store.summaries(u.name())))
+                .await;
+        let now = self.clock.now();
         let mut resources = Vec::new();
         let mut partial = false;
-        for (upstream, listing) in selected.iter().zip(listings) {
+        let mut from_cache: HashSet<ServerName> = HashSet::new();
+        let mut oldest: Option<Timestamp> = None;
+        for ((upstream, listing), summary) in selected.iter().zip(listings).zip(summaries) {
+            let versions: std::collections::HashMap<String, (String, Timestamp)> = match summary {
+                Ok(s) => s
+                    .into_iter()
+                    .map(|v| (v.upstream_uri, (v.latest, v.first_seen)))
+                    .collect(),
+                Err(e) => {
+                    tracing::error!(server = %upstream.name(), "{e}");
+                    Default::default()
+                }
+            };
             match listing {
-                Ok((items, truncated)) => {
+                Ok((items, truncated, cached_at)) => {
                     partial |= truncated;
-                    resources.extend(
-                        items
-                            .into_iter()
-                            .filter_map(|r| self.to_resource(upstream, r)),
-                    );
+                    if let Some(at) = cached_at {
+                        from_cache.insert(upstream.name().clone());
+                        oldest = Some(oldest.map_or(at, |o| o.min(at)));
+                    }
+                    resources.extend(items.iter().filter_map(|r| {
+                        let mut resource = self.to_resource(upstream, r)?;
+                        if let Some((latest, first_seen)) = versions.get(&r.uri) {
+                            resource.version = Some(latest.clone());
+                            resource.created_at = Some(*first_seen);
+                        }
+                        Some(resource)
+                    }));
                 }
                 Err(_) => partial = true,
             }
         }
         let page = sort_and_page(resources, &query);
+        let cached_count = page
+            .items
+            .iter()
+            .filter(|r| from_cache.contains(r.uri.server()))
+            .count() as u64;
         Ok(ListResourcesResult {
             success: true,
             resources: page.items,
             servers: selected.iter().map(|u| u.status()).collect(),
             total_count: page.total_count,
-            cached_count: 0,
+            cached_count,
+            cache_age_seconds: oldest
+                .map(|at| u64::try_from((now - at).num_seconds()).unwrap_or(0)),
             partial,
         })
     }
 
     async fn read_resource(&self, request: ReadRequest) -> Result<ReadResourceResult, Error> {
         let upstream = self.upstreams.by_name(request.uri.server())?;
-        if let Some(version) = &request.version {
-            let shown: String = version.chars().take(64).collect();
-            return Err(Error::new(
-                ErrorCode::E002,
-                format!("no version {shown:?} of {} is recorded", request.uri),
-            ));
+        let key = ResourceKey::new(request.uri.server().clone(), request.uri.upstream());
+        if let Some(wanted) = &request.version {
+            return self.read_version(&request, &key, wanted).await;
         }
-        let key = CacheKey::new(request.uri.server().clone(), request.uri.upstream());
-        if self.options.cache_enabled
-            && request.use_cache
-            && let Some(hit) = self.cached(&key, request.validate_checksum).await
-        {
-            upstream.used(self.clock.now());
-            return render(&request, &hit.content, Some(&hit));
+        let caching = self.options.cache_enabled;
+        if caching && request.use_cache {
+            let fresh = self.cache.get(&key, self.clock.now()).await;
+            if let Some(hit) = self.usable(&key, fresh, &request).await {
+                upstream.used(self.clock.now());
+                let how = Provenance {
+                    cached_at: Some(hit.cached_at),
+                    stale: None,
+                    version: hit.version.clone(),
+                };
+                return render(&request, &hit.content, how);
+            }
         }
-        let content = self.fetch(upstream, request.uri.upstream()).await?;
-        if self.options.cache_enabled {
-            let now = self.clock.now();
-            let ttl =
-                chrono::Duration::from_std(self.options.cache_ttl).unwrap_or(chrono::Duration::MAX);
+        let (fetched, session, epoch) = match self.fetch(upstream, request.uri.upstream()).await {
+            Ok(done) => done,
+            Err(e) if caching && request.use_cache && is_upstream_down(&e) => {
+                let stale = self.cache.get_stale(&key).await;
+                let Some(entry) = self.usable(&key, stale, &request).await else {
+                    return Err(e);
+                };
+                tracing::warn!(server = %upstream.name(), "upstream down; serving stale content: {e}");
+                let how = Provenance {
+                    cached_at: Some(entry.cached_at),
+                    stale: Some(e),
+                    version: entry.version.clone(),
+                };
+                return render(&request, &entry.content, how);
+            }
+            Err(e) => return Err(e),
+        };
+        let now = self.clock.now();
+        let digest = sha256(fetched.content.bytes());
+        let version = match self.store.record(&key, digest, &fetched.content, now).await {
+            Ok(recorded) => {
+                if recorded.is_new && recorded.version.version != "v1" {
+                    tracing::info!(server = %upstream.name(), version = %recorded.version.version, "new version");
+                }
+                Some(recorded.version)
+            }
+            Err(e) => {
+                tracing::error!(server = %upstream.name(), "{e}; the read is served without version");
+                None
+            }
+        };
+        // A change announced while this fetch was in flight wins: the content is returned but not
+        // cached, so the next read fetches again.
+        if caching && self.invalidator.epoch(upstream.name()) == epoch {
             let entry = CachedContent {
-                sha256: sha256(content.bytes()),
-                content: content.clone(),
+                content: fetched.content.clone(),
+                digest,
+                version: version.clone(),
+                partition: fetched.private.then(|| request.principal.clone()),
                 cached_at: now,
-                expires_at: now.checked_add_signed(ttl).unwrap_or(now),
+                expires_at: self.ttl_until(now, fetched.ttl),
             };
             self.cache.put(key, entry).await;
+            let uri = request.uri.upstream().to_owned();
+            let server = upstream.name().clone();
+            tokio::spawn(async move {
+                if let Err(e) = session.subscribe(&uri).await {
+                    tracing::debug!(%server, "subscribing to updates failed: {e}");
+                }
+            });
         }
-        render(&request, &content, None)
+        render(
+            &request,
+            &fetched.content,
+            Provenance {
+                version,
+                ..Provenance::default()
+            },
+        )
     }
 
     async fn list_templates(&self) -> Result<Vec<GatewayTemplate>, Error> {
@@ -300,7 +558,7 @@ impl ResourceGateway for ResourceService {
         let fetched = futures::future::join_all(all.iter().map(|u| async move {
             let deadline = u.settings.spec.timeout;
             let attempt = async {
-                let session = u.session(self.connector.as_ref()).await?;
+                let session = self.session(u).await?;
                 session.list_templates().await
             };
             match tokio::time::timeout(deadline, attempt).await {
@@ -329,8 +587,37 @@ impl ResourceGateway for ResourceService {
 
     async fn servers(&self) -> Vec<ServerStatus> {
         let all = self.upstreams.all();
-        futures::future::join_all(all.iter().map(|u| self.list_one(u))).await;
+        futures::future::join_all(all.iter().map(|u| self.list_one(u, false))).await;
         all.iter().map(|u| u.status()).collect()
+    }
+
+    async fn versions(&self, uri: &ResourceUri) -> Result<Vec<ResourceVersion>, Error> {
+        self.upstreams.by_name(uri.server())?;
+        let key = ResourceKey::new(uri.server().clone(), uri.upstream());
+        self.store.history(&key).await.map_err(store_failed)
+    }
+
+    async fn purge(
+        &self,
+        server: Option<ServerName>,
+        uri: Option<ResourceUri>,
+    ) -> Result<PurgeReport, Error> {
+        if let Some(s) = &server {
+            self.upstreams.by_name(s)?;
+        }
+        if let Some(uri) = uri {
+            self.upstreams.by_name(uri.server())?;
+            let key = ResourceKey::new(uri.server().clone(), uri.upstream());
+            let existed = self.cache.get_stale(&key).await.is_some();
+            self.cache.invalidate(&key).await;
+            return Ok(PurgeReport {
+                contents: u64::from(existed),
+                listings: 0,
+            });
+        }
+        let contents = self.cache.purge(server.clone()).await;
+        let listings = self.listings.drop_listings(server.as_ref());
+        Ok(PurgeReport { contents, listings })
     }
 }
 

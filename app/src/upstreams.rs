@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use quarry_domain::{
     ConnectionStatus, Error, ErrorCode, ServerName, ServerSelector, ServerStatus, Timestamp,
 };
-use quarry_ports::{UpstreamConnector, UpstreamError, UpstreamSession};
+use quarry_ports::{UpstreamConnector, UpstreamError, UpstreamObserver, UpstreamSession};
 
 use crate::config::ServerSettings;
 
@@ -36,27 +36,28 @@ impl Upstream {
         &self.settings.spec.name
     }
 
-    /// The live session, connecting first if there is none or it died. Concurrent callers share
-    /// one connection attempt.
+    /// The live session, connecting first if there is none or it died; the flag is true when the
+    /// session is new. Concurrent callers share one connection attempt.
     pub(crate) async fn session(
         &self,
         connector: &dyn UpstreamConnector,
-    ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
+        observer: Arc<dyn UpstreamObserver>,
+    ) -> Result<(Arc<dyn UpstreamSession>, bool), UpstreamError> {
         let mut slot = self.session.lock().await;
         if let Some(session) = slot.as_ref() {
             if !session.is_closed() {
-                return Ok(session.clone());
+                return Ok((session.clone(), false));
             }
             session.close().await;
             *slot = None;
         }
-        match connector.connect(&self.settings.spec).await {
+        match connector.connect(&self.settings.spec, observer).await {
             Ok(session) => {
                 *slot = Some(session.clone());
                 let mut r = self.record();
                 r.connected = true;
                 r.last_error = None;
-                Ok(session)
+                Ok((session, true))
             }
             Err(e) => {
                 self.failed(&e);

@@ -7,25 +7,29 @@
 mod classify;
 mod content;
 mod error;
+mod principal;
 mod query;
 mod range;
 mod resource;
 mod server;
 mod text;
 mod uri;
+mod version;
 
 pub use classify::{ClassificationRule, Classified, Classifier};
 pub use content::{Body, Content};
 pub use error::{Error, ErrorCode};
+pub use principal::Principal;
 pub use query::{ListQuery, Page, PageLimit, ServerSelector, sort_and_page};
 pub use range::{ByteRange, ContentRange, Slice};
 pub use resource::{
     ConnectionStatus, ListResourcesResult, Origin, ReadResourceResult, Resource, ResourceType,
-    ResourceVersion, ServerStatus,
+    ResourceVersion, ServerStatus, UpstreamFailure,
 };
 pub use server::{Endpoint, ServerId, ServerName, ServerSpec};
 pub use text::sanitize_label;
 pub use uri::{ResourceUri, encode_path, template_to_gateway};
+pub use version::{Digest, Retention, VersionSelector, version_name};
 
 /// A point in time, always UTC. The domain never reads a clock: callers pass `now`.
 pub type Timestamp = chrono::DateTime<chrono::Utc>;

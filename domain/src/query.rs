@@ -77,6 +77,8 @@ pub struct ListQuery {
     pub limit: PageLimit,
     /// Resources skipped before the page.
     pub offset: u64,
+    /// False bypasses cached listings and refreshes them.
+    pub use_cache: bool,
 }
 
 impl Default for ListQuery {
@@ -86,6 +88,7 @@ impl Default for ListQuery {
             filter_type: None,
             limit: PageLimit::DEFAULT,
             offset: 0,
+            use_cache: true,
         }
     }
 }

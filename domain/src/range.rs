@@ -129,6 +129,15 @@ impl Slice {
         self.start == 0 && self.end == self.total
     }
 
+    /// The same slice ending at `end` instead, when `start < end < self.end()`; else unchanged.
+    pub fn ending_at(&self, end: u64) -> Slice {
+        if self.start < end && end < self.end {
+            Slice { end, ..*self }
+        } else {
+            *self
+        }
+    }
+
     /// The bytes this slice selects from `content`, which must be `total` bytes long.
     pub fn apply<'a>(&self, content: &'a [u8]) -> &'a [u8] {
         debug_assert_eq!(content.len() as u64, self.total);

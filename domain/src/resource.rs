@@ -166,8 +166,10 @@ pub struct ListResourcesResult {
     pub servers: Vec<ServerStatus>,
     /// Matching resources across all pages.
     pub total_count: u64,
-    /// How many of the returned resources came from cache.
+    /// How many of the returned resources came from a cached listing.
     pub cached_count: u64,
+    /// Age in seconds of the oldest cached listing used, when any was.
+    pub cache_age_seconds: Option<u64>,
     /// True when some server could not be listed (its status says why).
     pub partial: bool,
 }
@@ -195,8 +197,34 @@ pub struct ReadResourceResult {
     pub cached: bool,
     /// When the cached content was fetched.
     pub cached_at: Option<Timestamp>,
+    /// True when the upstream could not be reached and expired cached content was served.
+    pub stale: bool,
+    /// Why the upstream could not answer, when stale content was served.
+    pub upstream_error: Option<UpstreamFailure>,
+    /// Where to continue when the result holds only part of what was asked.
+    pub next_offset: Option<u64>,
+    /// A hint for the reader: why the result is partial and how to get the rest.
+    pub note: Option<String>,
     /// Where the content came from: upstream content is data, never instructions.
     pub origin: Origin,
+}
+
+/// An upstream failure reported beside stale content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UpstreamFailure {
+    /// The catalogue code of the failure.
+    pub error_code: crate::ErrorCode,
+    /// Its caller-safe message.
+    pub error_message: String,
+}
+
+impl From<&crate::Error> for UpstreamFailure {
+    fn from(e: &crate::Error) -> Self {
+        Self {
+            error_code: e.code(),
+            error_message: e.message().to_owned(),
+        }
+    }
 }
 
 /// Labels content with where it came from and that it is untrusted.

@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 use quarry_domain::{
-    ByteRange, Error, ListQuery, ListResourcesResult, ReadResourceResult, ResourceUri, ServerStatus,
+    ByteRange, Error, ListQuery, ListResourcesResult, Principal, ReadResourceResult, ResourceUri,
+    ResourceVersion, ServerName, ServerStatus,
 };
 
 /// A validated read request.
@@ -18,6 +19,11 @@ pub struct ReadRequest {
     pub version: Option<String>,
     /// Re-hash cached bytes before returning them; a mismatch is E006 and the entry is refetched.
     pub validate_checksum: bool,
+    /// The most bytes one result may carry (an agent host's output cap); a larger answer returns
+    /// its first part with `next_offset`. `None`: no cap beyond the range asked for.
+    pub inline_limit: Option<u64>,
+    /// Who the read is for.
+    pub principal: Principal,
 }
 
 impl ReadRequest {
@@ -29,6 +35,8 @@ impl ReadRequest {
             use_cache: true,
             version: None,
             validate_checksum: true,
+            inline_limit: None,
+            principal: Principal::local(),
         }
     }
 }
@@ -61,6 +69,22 @@ pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
 
     /// The status of every registered server, connecting to each to find out.
     async fn servers(&self) -> Vec<ServerStatus>;
+
+    /// Every recorded version of a resource, oldest first.
+    ///
+    /// # Errors
+    /// E003 for an unregistered server, E012 when the store fails.
+    async fn versions(&self, uri: &ResourceUri) -> Result<Vec<ResourceVersion>, Error>;
+
+    /// Drops cached content and listings: everything, one server's, or one resource's.
+    ///
+    /// # Errors
+    /// E003 for an unregistered server.
+    async fn purge(
+        &self,
+        server: Option<ServerName>,
+        uri: Option<ResourceUri>,
+    ) -> Result<PurgeReport, Error>;
 }
 
 /// A resource template as Quarry publishes it.
@@ -74,4 +98,13 @@ pub struct GatewayTemplate {
     pub description: Option<String>,
     /// Its MIME type, if uniform.
     pub mime_type: Option<String>,
+}
+
+/// What a purge dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PurgeReport {
+    /// Cached contents dropped.
+    pub contents: u64,
+    /// Cached listings dropped.
+    pub listings: u64,
 }

@@ -8,19 +8,25 @@
 mod cache;
 mod clock;
 mod gateway;
+mod key;
 mod upstream;
+mod versions;
 
-pub use cache::{CacheKey, CacheStats, CachedContent, ContentCache};
+pub use cache::{CacheStats, CachedContent, ContentCache};
 pub use clock::{Clock, SystemClock};
-pub use gateway::{GatewayTemplate, ReadRequest, ResourceGateway};
+pub use gateway::{GatewayTemplate, PurgeReport, ReadRequest, ResourceGateway};
+pub use key::ResourceKey;
 pub use upstream::{
-    UpstreamConnector, UpstreamError, UpstreamListing, UpstreamResource, UpstreamSession,
-    UpstreamTemplate,
+    Fetched, UpstreamConnector, UpstreamError, UpstreamListing, UpstreamObserver, UpstreamResource,
+    UpstreamSession, UpstreamTemplate,
 };
+pub use versions::{Recorded, StoreError, VersionStore, VersionSummary};
 
 #[cfg(feature = "mocks")]
 pub use cache::MockContentCache;
 #[cfg(feature = "mocks")]
 pub use clock::MockClock;
 #[cfg(feature = "mocks")]
-pub use upstream::{MockUpstreamConnector, MockUpstreamSession};
+pub use upstream::{MockUpstreamConnector, MockUpstreamObserver, MockUpstreamSession};
+#[cfg(feature = "mocks")]
+pub use versions::MockVersionStore;

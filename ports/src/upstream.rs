@@ -1,9 +1,9 @@
 //! The upstream port: sessions with the MCP servers Quarry aggregates.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use quarry_domain::{Content, Error, ErrorCode, ServerSpec, Timestamp};
+use quarry_domain::{Content, Error, ErrorCode, ServerName, ServerSpec, Timestamp};
 
 /// Why an upstream call failed. Adapters map their library's errors to these once, at the seam.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -97,6 +97,29 @@ pub struct UpstreamListing {
     pub truncated: bool,
 }
 
+/// Content as an upstream returned it, with the upstream's caching hints (MCP 2026-07-28).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// The content.
+    pub content: Content,
+    /// How long the upstream says the result stays fresh (`ttlMs`), if it says.
+    pub ttl: Option<Duration>,
+    /// True when the upstream marked the result private (`cacheScope: "private"`): it must not be
+    /// served to another principal.
+    pub private: bool,
+}
+
+/// Told what upstreams announce: resources that changed, listings that changed.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait UpstreamObserver: Send + Sync + std::fmt::Debug {
+    /// `notifications/resources/updated` for `upstream_uri` from `server`.
+    async fn resource_updated(&self, server: &ServerName, upstream_uri: &str);
+
+    /// `notifications/resources/list_changed` from `server`.
+    async fn resources_changed(&self, server: &ServerName);
+}
+
 /// A live session with one upstream server.
 ///
 /// Contract: every method returns within the server's configured timeout
@@ -113,7 +136,11 @@ pub trait UpstreamSession: Send + Sync + std::fmt::Debug {
     async fn list_templates(&self) -> Result<Vec<UpstreamTemplate>, UpstreamError>;
 
     /// Reads one resource. Content larger than `max_bytes` is [`UpstreamError::TooLarge`].
-    async fn read(&self, uri: &str, max_bytes: u64) -> Result<Content, UpstreamError>;
+    async fn read(&self, uri: &str, max_bytes: u64) -> Result<Fetched, UpstreamError>;
+
+    /// Asks the server to announce changes to `uri`. Returns false when the server does not offer
+    /// subscriptions; subscribing twice to one URI is harmless.
+    async fn subscribe(&self, uri: &str) -> Result<bool, UpstreamError>;
 
     /// True once the session can no longer carry requests.
     fn is_closed(&self) -> bool;
@@ -126,10 +153,15 @@ pub trait UpstreamSession: Send + Sync + std::fmt::Debug {
 #[cfg_attr(feature = "mocks", mockall::automock)]
 #[async_trait]
 pub trait UpstreamConnector: Send + Sync + std::fmt::Debug {
-    /// Connects to `spec` and completes the MCP handshake within its timeout.
+    /// Connects to `spec` and completes the MCP handshake within its timeout. What the server
+    /// announces on the session goes to `observer`.
     ///
     /// # Errors
     /// [`UpstreamError::Unreachable`] when the process cannot start or the endpoint cannot be
     /// reached; [`UpstreamError::Timeout`] when the handshake takes too long.
-    async fn connect(&self, spec: &ServerSpec) -> Result<Arc<dyn UpstreamSession>, UpstreamError>;
+    async fn connect(
+        &self,
+        spec: &ServerSpec,
+        observer: Arc<dyn UpstreamObserver>,
+    ) -> Result<Arc<dyn UpstreamSession>, UpstreamError>;
 }

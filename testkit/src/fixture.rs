@@ -9,13 +9,18 @@
 //! - `fixture://fail`             always answers with an internal error
 //! - `fixture://item/{n}`         `--resources N` generated text resources, listed `--page-size`
 //!   at a time; also a template
+//! - `fixture://big.txt`          `--big-kb N` KiB of text (when N > 0)
+//! - `fixture://grown/{n}`        one more each time the `grow` tool is called
 //!
+//! Subscriptions work: the `bump` tool (and `--tick-ms`) changes `fixture://counter` and sends
+//! `notifications/resources/updated` to subscribers; `grow` sends `list_changed` to everyone.
+//! `--ttl-ms` and `--private` add the 2026-07-28 caching hints to every read.
 //! `--repeat-cursor` makes listing return the same next cursor forever (a broken server).
 
 use std::{
     net::SocketAddr,
     sync::{
-        Arc,
+        Arc, Mutex, MutexGuard,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
@@ -25,13 +30,14 @@ use base64::Engine as _;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt,
     model::{
-        Annotations, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-        Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-        ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
-        ServerConfig, Tool,
+        Annotations, CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult,
+        ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+        ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+        ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+        Tool, UnsubscribeRequestParams,
     },
-    service::RequestContext,
+    service::{NotificationContext, Peer, RequestContext},
     transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     },
@@ -59,6 +65,18 @@ pub struct FixtureArgs {
     /// Return the same `nextCursor` forever (a broken server, for page-bound tests).
     #[arg(long)]
     pub repeat_cursor: bool,
+    /// Size of `fixture://big.txt` in KiB (0: no such resource).
+    #[arg(long, default_value_t = 0)]
+    pub big_kb: u32,
+    /// Change `fixture://counter` (and notify subscribers) every this many milliseconds.
+    #[arg(long)]
+    pub tick_ms: Option<u64>,
+    /// Mark every read result fresh for this many milliseconds (`ttlMs`).
+    #[arg(long)]
+    pub ttl_ms: Option<u64>,
+    /// Mark every read result private to the requesting user (`cacheScope: "private"`).
+    #[arg(long)]
+    pub private: bool,
 }
 
 impl Default for FixtureArgs {
@@ -70,15 +88,29 @@ impl Default for FixtureArgs {
             no_resources: false,
             slow_ms: 0,
             repeat_cursor: false,
+            big_kb: 0,
+            tick_ms: None,
+            ttl_ms: None,
+            private: false,
         }
     }
 }
 
-/// The fixture server's state.
+/// A client's subscription: the URI and the session to notify.
+type Subscription = (String, Peer<RoleServer>);
+
+/// The fixture server's state, shared by every session (HTTP serves one clone per session).
 #[derive(Debug, Clone)]
 pub struct FixtureServer {
     args: Arc<FixtureArgs>,
     counter: Arc<AtomicU64>,
+    grown: Arc<AtomicU64>,
+    peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
+    subscribers: Arc<Mutex<Vec<Subscription>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The bytes of `fixture://blob/bytes.bin`.
@@ -99,6 +131,23 @@ pub fn item_text(n: u32) -> String {
     format!("item {n} body\n")
 }
 
+/// The text of `fixture://counter` after `n` bumps.
+pub fn counter_text(n: u64) -> String {
+    format!("count={n}\n")
+}
+
+/// The text of `fixture://big.txt`: `kb` KiB of numbered lines.
+pub fn big_text(kb: u32) -> String {
+    let mut out = String::with_capacity(kb as usize * 1024);
+    let mut line = 0u64;
+    while out.len() < kb as usize * 1024 {
+        out.push_str(&format!("line {line:08} of the big resource\n"));
+        line += 1;
+    }
+    out.truncate(kb as usize * 1024);
+    out
+}
+
 fn annotated(resource: Resource, last_modified: &str) -> Resource {
     let mut annotations = Annotations::default();
     annotations.last_modified = Some(last_modified.to_owned());
@@ -108,10 +157,51 @@ fn annotated(resource: Resource, last_modified: &str) -> Resource {
 impl FixtureServer {
     /// A server behaving as `args` says.
     pub fn new(args: FixtureArgs) -> Self {
-        Self {
+        let server = Self {
             args: Arc::new(args),
             counter: Arc::new(AtomicU64::new(0)),
+            grown: Arc::new(AtomicU64::new(0)),
+            peers: Arc::new(Mutex::new(Vec::new())),
+            subscribers: Arc::new(Mutex::new(Vec::new())),
+        };
+        if let Some(ms) = server.args.tick_ms {
+            let ticking = server.clone();
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(Duration::from_millis(ms.max(1)));
+                every.tick().await;
+                loop {
+                    every.tick().await;
+                    ticking.bump().await;
+                }
+            });
         }
+        server
+    }
+
+    /// Changes `fixture://counter` and tells its subscribers; returns the new count.
+    pub async fn bump(&self) -> u64 {
+        let n = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
+        let subscribers: Vec<Peer<RoleServer>> = lock(&self.subscribers)
+            .iter()
+            .filter(|(uri, _)| uri == "fixture://counter")
+            .map(|(_, p)| p.clone())
+            .collect();
+        for peer in subscribers {
+            let _ = peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new("fixture://counter"))
+                .await;
+        }
+        n
+    }
+
+    /// Adds `fixture://grown/{n}` and tells every connected client the list changed.
+    pub async fn grow(&self) -> u64 {
+        let n = self.grown.fetch_add(1, Ordering::SeqCst) + 1;
+        let peers: Vec<Peer<RoleServer>> = lock(&self.peers).clone();
+        for peer in peers {
+            let _ = peer.notify_resource_list_changed().await;
+        }
+        n
     }
 
     fn all_resources(&self) -> Vec<Resource> {
@@ -138,6 +228,17 @@ impl FixtureServer {
             Resource::new(format!("fixture://item/{n}"), format!("item-{n}"))
                 .with_mime_type("text/plain")
         }));
+        if self.args.big_kb > 0 {
+            out.push(
+                Resource::new("fixture://big.txt", "big")
+                    .with_mime_type("text/plain")
+                    .with_size(u64::from(self.args.big_kb) * 1024),
+            );
+        }
+        out.extend((1..=self.grown.load(Ordering::SeqCst)).map(|n| {
+            Resource::new(format!("fixture://grown/{n}"), format!("grown-{n}"))
+                .with_mime_type("text/plain")
+        }));
         out
     }
 
@@ -151,10 +252,8 @@ impl FixtureServer {
         match uri {
             "fixture://text/hello.txt" => Ok(text(hello_text(&self.args.name))),
             "fixture://unicode/snow.txt" => Ok(text(SNOW.to_owned())),
-            "fixture://counter" => Ok(text(format!(
-                "count={}\n",
-                self.counter.load(Ordering::SeqCst)
-            ))),
+            "fixture://counter" => Ok(text(counter_text(self.counter.load(Ordering::SeqCst)))),
+            "fixture://big.txt" if self.args.big_kb > 0 => Ok(text(big_text(self.args.big_kb))),
             "fixture://slow" => Ok(text("finally\n".to_owned())),
             "fixture://fail" => Err(ErrorData::internal_error(
                 "this resource always fails",
@@ -170,6 +269,7 @@ impl FixtureServer {
                 // Generated items (listed or not: the template covers any n).
                 let n = other
                     .strip_prefix("fixture://item/")
+                    .or_else(|| other.strip_prefix("fixture://grown/"))
                     .and_then(|n| n.parse::<u32>().ok());
                 match n {
                     Some(n) => Ok(text(item_text(n))),
@@ -190,6 +290,8 @@ impl ServerHandler for FixtureServer {
         } else {
             ServerCapabilities::builder()
                 .enable_resources()
+                .enable_resources_subscribe()
+                .enable_resources_list_changed()
                 .enable_tools()
                 .build()
         };
@@ -246,7 +348,36 @@ impl ServerHandler for FixtureServer {
             tokio::time::sleep(Duration::from_millis(self.args.slow_ms)).await;
         }
         let contents = self.read(&request.uri)?;
-        Ok(ReadResourceResult::new(vec![contents]).into())
+        let mut result = ReadResourceResult::new(vec![contents]);
+        if let Some(ttl) = self.args.ttl_ms {
+            result = result.with_ttl_ms(ttl);
+        }
+        if self.args.private {
+            result = result.with_cache_scope(CacheScope::Private);
+        }
+        Ok(result.into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        lock(&self.subscribers).push((request.uri, context.peer));
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        lock(&self.subscribers).retain(|(uri, _)| uri != &request.uri);
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        lock(&self.peers).push(context.peer);
     }
 
     async fn list_tools(
@@ -258,11 +389,19 @@ impl ServerHandler for FixtureServer {
         let serde_json::Value::Object(schema) = schema else {
             unreachable!("a JSON object literal")
         };
-        Ok(ListToolsResult::with_all_items(vec![Tool::new(
-            "bump",
-            "Change the content of fixture://counter",
-            Arc::new(schema),
-        )]))
+        let schema = Arc::new(schema);
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new(
+                "bump",
+                "Change the content of fixture://counter",
+                schema.clone(),
+            ),
+            Tool::new(
+                "grow",
+                "Add a resource and announce that the list changed",
+                schema,
+            ),
+        ]))
     }
 
     async fn call_tool(
@@ -270,11 +409,12 @@ impl ServerHandler for FixtureServer {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if request.name != "bump" {
-            return Err(ErrorData::invalid_params("no such tool", None));
-        }
-        let n = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
-        Ok(CallToolResult::success(vec![ContentBlock::text(format!("count={n}"))]).into())
+        let text = match request.name.as_ref() {
+            "bump" => format!("count={}", self.bump().await),
+            "grow" => format!("grown={}", self.grow().await),
+            _ => return Err(ErrorData::invalid_params("no such tool", None)),
+        };
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
     }
 }
 
@@ -297,6 +437,8 @@ pub struct HttpFixture {
     pub url: String,
     /// The bound address.
     pub addr: SocketAddr,
+    /// The server's shared state: call [`FixtureServer::bump`] to change content.
+    pub server: FixtureServer,
     stop: CancellationToken,
 }
 
@@ -321,9 +463,10 @@ impl Drop for HttpFixture {
 pub async fn serve_http(args: FixtureArgs, addr: SocketAddr) -> anyhow::Result<HttpFixture> {
     let stop = CancellationToken::new();
     let server = FixtureServer::new(args);
+    let shared = server.clone();
     let service: StreamableHttpService<FixtureServer, LocalSessionManager> =
         StreamableHttpService::new(
-            move || Ok(server.clone()),
+            move || Ok(shared.clone()),
             Default::default(),
             StreamableHttpServerConfig::default()
                 .with_sse_keep_alive(None)
@@ -341,6 +484,7 @@ pub async fn serve_http(args: FixtureArgs, addr: SocketAddr) -> anyhow::Result<H
     Ok(HttpFixture {
         url: format!("http://{addr}/mcp"),
         addr,
+        server,
         stop,
     })
 }

@@ -2,14 +2,15 @@
 //!
 //! Accounting is exact: every entry is charged for its key, its content, its MIME type and a fixed
 //! overhead, and the sum never exceeds the budget. An entry bigger than the whole budget is not
-//! stored. Expired entries are dropped when seen and never returned.
+//! stored. An expired entry is never returned as fresh; it stays (until evicted) so that degraded
+//! mode can serve it, marked stale, while its upstream is down.
 
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use lru::LruCache;
 use quarry_domain::{ServerName, Timestamp};
-use quarry_ports::{CacheKey, CacheStats, CachedContent, ContentCache};
+use quarry_ports::{CacheStats, CachedContent, ContentCache, ResourceKey};
 
 /// A byte-bounded LRU cache held in this process.
 #[derive(Debug)]
@@ -19,17 +20,17 @@ pub struct LruContentCache {
 
 #[derive(Debug)]
 struct Inner {
-    entries: LruCache<CacheKey, CachedContent>,
+    entries: LruCache<ResourceKey, CachedContent>,
     bytes: u64,
     capacity: u64,
 }
 
-fn charge(key: &CacheKey, entry: &CachedContent) -> u64 {
+fn charge(key: &ResourceKey, entry: &CachedContent) -> u64 {
     key.weight() + entry.weight()
 }
 
 impl Inner {
-    fn remove(&mut self, key: &CacheKey) -> bool {
+    fn remove(&mut self, key: &ResourceKey) -> bool {
         match self.entries.pop(key) {
             Some(old) => {
                 self.bytes -= charge(key, &old);
@@ -61,17 +62,19 @@ impl LruContentCache {
 
 #[async_trait]
 impl ContentCache for LruContentCache {
-    async fn get(&self, key: &CacheKey, now: Timestamp) -> Option<CachedContent> {
+    async fn get(&self, key: &ResourceKey, now: Timestamp) -> Option<CachedContent> {
         let mut inner = self.lock();
-        let expired = inner.entries.peek(key)?.expires_at <= now;
-        if expired {
-            inner.remove(key);
+        if !inner.entries.peek(key)?.is_fresh(now) {
             return None;
         }
         inner.entries.get(key).cloned()
     }
 
-    async fn put(&self, key: CacheKey, entry: CachedContent) {
+    async fn get_stale(&self, key: &ResourceKey) -> Option<CachedContent> {
+        self.lock().entries.get(key).cloned()
+    }
+
+    async fn put(&self, key: ResourceKey, entry: CachedContent) {
         let mut inner = self.lock();
         inner.remove(&key);
         let cost = charge(&key, &entry);
@@ -88,13 +91,13 @@ impl ContentCache for LruContentCache {
         inner.entries.put(key, entry);
     }
 
-    async fn invalidate(&self, key: &CacheKey) {
+    async fn invalidate(&self, key: &ResourceKey) {
         self.lock().remove(key);
     }
 
     async fn purge(&self, server: Option<ServerName>) -> u64 {
         let mut inner = self.lock();
-        let doomed: Vec<CacheKey> = inner
+        let doomed: Vec<ResourceKey> = inner
             .entries
             .iter()
             .filter(|(k, _)| server.as_ref().is_none_or(|s| &k.server == s))

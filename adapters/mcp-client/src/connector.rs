@@ -4,10 +4,10 @@ use std::{process::Stdio, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use quarry_domain::{Endpoint, ServerSpec, sanitize_label};
-use quarry_ports::{UpstreamConnector, UpstreamError, UpstreamSession};
+use quarry_ports::{UpstreamConnector, UpstreamError, UpstreamObserver, UpstreamSession};
 use rmcp::{
     ServiceExt,
-    model::{ClientConfig, Implementation},
+    model::{ClientConfig, Implementation, ProtocolVersion},
     transport::{
         StreamableHttpClientTransport, async_rw::AsyncRwTransport,
         common::client_side_sse::ExponentialBackoff,
@@ -19,7 +19,7 @@ use tokio::{
     process::{Child, Command},
 };
 
-use crate::session::RmcpSession;
+use crate::{handler::UpstreamHandler, session::RmcpSession};
 
 /// Environment variables a child inherits from the gateway; everything else it gets must be
 /// configured for it explicitly. Secrets in the gateway's environment never leak to upstreams.
@@ -68,8 +68,11 @@ impl RmcpConnector {
     }
 }
 
+/// Quarry offers upstreams the newest protocol with the initialize handshake (2025-11-25), under
+/// which `resources/subscribe` announces changes; servers that know only older ones negotiate down.
 fn client_info() -> ClientConfig {
     let mut info = ClientConfig::default();
+    info.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
     info.client_info = Implementation::new("quarry", env!("CARGO_PKG_VERSION"));
     info
 }
@@ -122,7 +125,12 @@ fn forward_stderr(server: String, child: &mut Child) {
 
 #[async_trait]
 impl UpstreamConnector for RmcpConnector {
-    async fn connect(&self, spec: &ServerSpec) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
+    async fn connect(
+        &self,
+        spec: &ServerSpec,
+        observer: Arc<dyn UpstreamObserver>,
+    ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
+        let handler = UpstreamHandler::new(spec.name.clone(), client_info(), observer);
         let deadline = spec.timeout;
         let timeout_ms = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
         match &spec.endpoint {
@@ -141,7 +149,7 @@ impl UpstreamConnector for RmcpConnector {
                 };
                 let transport = AsyncRwTransport::new_client(stdout, stdin)
                     .with_max_line_length(self.max_message_bytes());
-                let service = tokio::time::timeout(deadline, client_info().serve(transport))
+                let service = tokio::time::timeout(deadline, handler.clone().serve(transport))
                     .await
                     .map_err(|_| UpstreamError::Timeout(timeout_ms))?
                     .map_err(|e| {
@@ -167,7 +175,7 @@ impl UpstreamConnector for RmcpConnector {
                 config.retry_config = Arc::new(retry);
                 let transport =
                     StreamableHttpClientTransport::with_client(self.http.clone(), config);
-                let service = tokio::time::timeout(deadline, client_info().serve(transport))
+                let service = tokio::time::timeout(deadline, handler.clone().serve(transport))
                     .await
                     .map_err(|_| UpstreamError::Timeout(timeout_ms))?
                     .map_err(|e| {

@@ -9,6 +9,7 @@
 
 mod connector;
 mod errors;
+mod handler;
 mod session;
 
 pub use connector::RmcpConnector;

@@ -1,29 +1,34 @@
 //! One live MCP client session with an upstream server.
 
-use std::{collections::HashSet, future::Future, time::Duration};
+use std::{collections::HashSet, future::Future, sync::Mutex as SyncMutex, time::Duration};
 
 use async_trait::async_trait;
 use base64::Engine as _;
 use quarry_domain::{Body, Content, ServerSpec, Timestamp, sanitize_label};
 use quarry_ports::{
-    UpstreamError, UpstreamListing, UpstreamResource, UpstreamSession, UpstreamTemplate,
+    Fetched, UpstreamError, UpstreamListing, UpstreamResource, UpstreamSession, UpstreamTemplate,
 };
 use rmcp::{
     ClientCacheConfig, RoleClient,
-    model::{ClientConfig, PaginatedRequestParams, ReadResourceRequestParams, ResourceContents},
+    model::{
+        CacheScope, PaginatedRequestParams, ReadResourceRequestParams, ResourceContents,
+        SubscribeRequestParams,
+    },
     service::{Peer, RunningService, ServiceError},
 };
 use tokio::{process::Child, sync::Mutex};
 
-use crate::errors::from_service;
+use crate::{errors::from_service, handler::UpstreamHandler};
 
 /// A session: the rmcp service, its peer handle, and the child process behind it, if any.
 pub(crate) struct RmcpSession {
     spec: ServerSpec,
     peer: Peer<RoleClient>,
     offers_resources: bool,
+    offers_subscriptions: bool,
+    subscribed: SyncMutex<HashSet<String>>,
     max_content_bytes: u64,
-    service: Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
+    service: Mutex<Option<RunningService<RoleClient, UpstreamHandler>>>,
     child: Mutex<Option<Child>>,
 }
 
@@ -39,7 +44,7 @@ impl std::fmt::Debug for RmcpSession {
 impl RmcpSession {
     pub(crate) async fn new(
         spec: ServerSpec,
-        service: RunningService<RoleClient, ClientConfig>,
+        service: RunningService<RoleClient, UpstreamHandler>,
         child: Option<Child>,
         max_content_bytes: u64,
     ) -> Self {
@@ -48,13 +53,15 @@ impl RmcpSession {
         // under it would serve content Quarry believes it refreshed.
         peer.set_response_cache_config(ClientCacheConfig::disabled())
             .await;
-        let offers_resources = service
+        let resources = service
             .peer_info()
-            .is_some_and(|info| info.capabilities.resources.is_some());
+            .and_then(|info| info.capabilities.resources.clone());
         Self {
             spec,
             peer,
-            offers_resources,
+            offers_resources: resources.is_some(),
+            offers_subscriptions: resources.is_some_and(|r| r.subscribe == Some(true)),
+            subscribed: SyncMutex::new(HashSet::new()),
             max_content_bytes,
             service: Mutex::new(Some(service)),
             child: Mutex::new(child),
@@ -187,7 +194,7 @@ impl UpstreamSession for RmcpSession {
         }
     }
 
-    async fn read(&self, uri: &str, max_bytes: u64) -> Result<Content, UpstreamError> {
+    async fn read(&self, uri: &str, max_bytes: u64) -> Result<Fetched, UpstreamError> {
         let max_bytes = max_bytes.min(self.max_content_bytes);
         let result = self
             .call(
@@ -195,6 +202,8 @@ impl UpstreamSession for RmcpSession {
                 self.peer.read_resource(ReadResourceRequestParams::new(uri)),
             )
             .await?;
+        let ttl = result.ttl_ms.map(Duration::from_millis);
+        let private = result.cache_scope == Some(CacheScope::Private);
         let mut contents = result.contents;
         // A read may return several parts (a directory, say); the one with the requested URI is
         // the resource, else the first.
@@ -239,7 +248,38 @@ impl UpstreamSession for RmcpSession {
                 limit: max_bytes,
             });
         }
-        Ok(content)
+        Ok(Fetched {
+            content,
+            ttl,
+            private,
+        })
+    }
+
+    async fn subscribe(&self, uri: &str) -> Result<bool, UpstreamError> {
+        if !self.offers_subscriptions {
+            return Ok(false);
+        }
+        let first = self
+            .subscribed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uri.to_owned());
+        if first {
+            // Sessions negotiate 2025-11-25 (see connector.rs), where resources/subscribe is the
+            // way to hear of changes; rmcp marks it legacy for 2026-07-28 sessions only.
+            #[allow(deprecated)]
+            let outcome = self
+                .call(false, self.peer.subscribe(SubscribeRequestParams::new(uri)))
+                .await;
+            if let Err(e) = outcome {
+                self.subscribed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(uri);
+                return Err(e);
+            }
+        }
+        Ok(true)
     }
 
     fn is_closed(&self) -> bool {

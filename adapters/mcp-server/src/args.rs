@@ -2,7 +2,8 @@
 //! URIs are E001 with a message saying which argument and why. Never a panic.
 
 use quarry_domain::{
-    ByteRange, Error, ListQuery, PageLimit, ResourceType, ResourceUri, ServerSelector,
+    ByteRange, Error, ListQuery, PageLimit, Principal, ResourceType, ResourceUri, ServerName,
+    ServerSelector,
 };
 use quarry_ports::ReadRequest;
 use rmcp::model::JsonObject;
@@ -21,6 +22,23 @@ struct ListArgs {
     limit: Option<i64>,
     #[serde(default)]
     offset: Option<i64>,
+    #[serde(default)]
+    use_cache: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VersionsArgs {
+    resource_uri: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PurgeArgs {
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(default)]
+    resource_uri: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -74,12 +92,17 @@ pub(crate) fn list(args: Option<JsonObject>) -> Result<ListCall, Error> {
                 .map(ListQuery::parse_offset)
                 .transpose()?
                 .unwrap_or(0),
+            use_cache: a.use_cache.unwrap_or(true),
         },
         include_metadata: a.include_metadata.unwrap_or(true),
     })
 }
 
-pub(crate) fn read(args: Option<JsonObject>) -> Result<ReadRequest, Error> {
+pub(crate) fn read(
+    args: Option<JsonObject>,
+    inline_limit: u64,
+    principal: Principal,
+) -> Result<ReadRequest, Error> {
     let a: ReadArgs = decode("read_mcp_resource", args)?;
     Ok(ReadRequest {
         uri: ResourceUri::parse(&a.resource_uri)?,
@@ -87,7 +110,33 @@ pub(crate) fn read(args: Option<JsonObject>) -> Result<ReadRequest, Error> {
         use_cache: a.use_cache.unwrap_or(true),
         version: a.version,
         validate_checksum: a.validate_checksum.unwrap_or(true),
+        inline_limit: Some(inline_limit),
+        principal,
     })
+}
+
+pub(crate) fn versions(args: Option<JsonObject>) -> Result<ResourceUri, Error> {
+    let a: VersionsArgs = decode("list_mcp_resource_versions", args)?;
+    ResourceUri::parse(&a.resource_uri)
+}
+
+pub(crate) fn purge(
+    args: Option<JsonObject>,
+) -> Result<(Option<ServerName>, Option<ResourceUri>), Error> {
+    let a: PurgeArgs = decode("purge_mcp_cache", args)?;
+    let server = a
+        .server
+        .as_deref()
+        .map(|s| {
+            ServerName::parse(s).map_err(|e| Error::invalid(format!("server: {}", e.message())))
+        })
+        .transpose()?;
+    let uri = a
+        .resource_uri
+        .as_deref()
+        .map(ResourceUri::parse)
+        .transpose()?;
+    Ok((server, uri))
 }
 
 /// The gateway URI a read asked for, when it can be told even though the arguments failed: the

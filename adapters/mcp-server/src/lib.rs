@@ -9,8 +9,8 @@ mod args;
 mod catalogue;
 mod handler;
 
-pub use catalogue::{LIST_TOOL, READ_TOOL, catalogue};
-pub use handler::GatewayServer;
+pub use catalogue::{LIST_TOOL, PURGE_TOOL, READ_TOOL, VERSIONS_TOOL, catalogue};
+pub use handler::{GatewayServer, ServerOptions};
 
 use std::sync::Arc;
 
@@ -24,9 +24,10 @@ use rmcp::ServiceExt;
 /// When the MCP handshake fails or the transport breaks.
 pub async fn serve_stdio(
     gateway: Arc<dyn ResourceGateway>,
+    options: ServerOptions,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), String> {
-    let service = GatewayServer::new(gateway)
+    let service = GatewayServer::new(gateway, options)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| format!("MCP handshake on stdio failed: {e}"))?;

@@ -1,11 +1,12 @@
-//! ResourceService against in-memory fakes (for behaviour) and mockall (for injected faults).
-//! The real transports are covered by the adapter's and the binary's tests.
+//! ResourceService against in-memory fakes of the upstreams (for behaviour), the real SQLite store
+//! in memory, and mockall (for injected faults). The real transports are covered by the adapter's
+//! and the binary's tests.
 
 use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU32, Ordering},
+        atomic::{AtomicBool, AtomicU32, Ordering},
     },
     time::Duration,
 };
@@ -14,14 +15,15 @@ use async_trait::async_trait;
 use chrono::TimeZone;
 use quarry_cache_lru::LruContentCache;
 use quarry_domain::{
-    Body, ByteRange, Content, Endpoint, ErrorCode, ListQuery, ServerName, ServerSelector,
-    ServerSpec, Timestamp,
+    Body, ByteRange, Content, Endpoint, ErrorCode, ListQuery, Principal, Retention, ServerName,
+    ServerSelector, ServerSpec, Timestamp,
 };
 use quarry_ports::{
-    CacheKey, Clock, ContentCache, MockUpstreamConnector, ReadRequest, ResourceGateway,
-    UpstreamConnector, UpstreamError, UpstreamListing, UpstreamResource, UpstreamSession,
-    UpstreamTemplate,
+    Clock, ContentCache, Fetched, MockUpstreamConnector, ReadRequest, ResourceGateway, ResourceKey,
+    UpstreamConnector, UpstreamError, UpstreamListing, UpstreamObserver, UpstreamResource,
+    UpstreamSession, UpstreamTemplate,
 };
+use quarry_store_sqlite::SqliteStore;
 
 use super::*;
 use crate::config::{RetryPolicy, ServerSettings};
@@ -46,18 +48,29 @@ impl Clock for FixedClock {
     }
 }
 
-/// An upstream held in memory: its resources and how many reads reached it.
+/// An upstream held in memory: its resources, hints, and how many calls reached it.
 #[derive(Debug, Default)]
 struct FakeSession {
     contents: Mutex<HashMap<String, Content>>,
     reads: AtomicU32,
+    lists: AtomicU32,
+    down: AtomicBool,
     fail_listing: bool,
+    ttl: Option<Duration>,
+    private: bool,
+}
+
+impl FakeSession {
+    fn set(&self, uri: &str, content: Content) {
+        self.contents.lock().unwrap().insert(uri.into(), content);
+    }
 }
 
 #[async_trait]
 impl UpstreamSession for FakeSession {
     async fn list_resources(&self) -> Result<UpstreamListing, UpstreamError> {
-        if self.fail_listing {
+        self.lists.fetch_add(1, Ordering::SeqCst);
+        if self.fail_listing || self.down.load(Ordering::SeqCst) {
             return Err(UpstreamError::Unreachable("down".into()));
         }
         let contents = self.contents.lock().unwrap();
@@ -82,8 +95,11 @@ impl UpstreamSession for FakeSession {
     async fn list_templates(&self) -> Result<Vec<UpstreamTemplate>, UpstreamError> {
         Ok(vec![])
     }
-    async fn read(&self, uri: &str, max_bytes: u64) -> Result<Content, UpstreamError> {
+    async fn read(&self, uri: &str, max_bytes: u64) -> Result<Fetched, UpstreamError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(UpstreamError::Timeout(30_000));
+        }
         let content = self.contents.lock().unwrap().get(uri).cloned();
         match content {
             None => Err(UpstreamError::NotFound(uri.into())),
@@ -91,8 +107,15 @@ impl UpstreamSession for FakeSession {
                 size: c.len(),
                 limit: max_bytes,
             }),
-            Some(c) => Ok(c),
+            Some(content) => Ok(Fetched {
+                content,
+                ttl: self.ttl,
+                private: self.private,
+            }),
         }
+    }
+    async fn subscribe(&self, _uri: &str) -> Result<bool, UpstreamError> {
+        Ok(true)
     }
     fn is_closed(&self) -> bool {
         false
@@ -100,13 +123,22 @@ impl UpstreamSession for FakeSession {
     async fn close(&self) {}
 }
 
-#[derive(Debug)]
-struct FakeConnector(HashMap<String, Arc<FakeSession>>);
+/// Hands out the fake sessions and keeps the observer, so tests can announce changes.
+#[derive(Debug, Default)]
+struct FakeConnector {
+    sessions: HashMap<String, Arc<FakeSession>>,
+    observer: Mutex<Option<Arc<dyn UpstreamObserver>>>,
+}
 
 #[async_trait]
 impl UpstreamConnector for FakeConnector {
-    async fn connect(&self, spec: &ServerSpec) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
-        self.0
+    async fn connect(
+        &self,
+        spec: &ServerSpec,
+        observer: Arc<dyn UpstreamObserver>,
+    ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
+        *self.observer.lock().unwrap() = Some(observer);
+        self.sessions
             .get(spec.name.as_str())
             .cloned()
             .map(|s| s as Arc<dyn UpstreamSession>)
@@ -150,16 +182,25 @@ struct World {
     docs: Arc<FakeSession>,
     cache: Arc<LruContentCache>,
     clock: Arc<FixedClock>,
+    connector: Arc<FakeConnector>,
 }
 
-fn world() -> World {
-    let docs = Arc::new(FakeSession::default());
-    docs.contents
-        .lock()
-        .unwrap()
-        .insert("file:///a.txt".into(), text("héllo wörld"));
-    docs.contents.lock().unwrap().insert(
-        "file:///big.bin".into(),
+impl World {
+    fn observer(&self) -> Arc<dyn UpstreamObserver> {
+        self.connector
+            .observer
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("connected")
+    }
+}
+
+async fn world_with(docs: FakeSession) -> World {
+    let docs = Arc::new(docs);
+    docs.set("file:///a.txt", text("héllo wörld"));
+    docs.set(
+        "file:///big.bin",
         Content {
             mime_type: None,
             body: Body::Blob(vec![1; 2048]),
@@ -171,14 +212,16 @@ fn world() -> World {
     });
     let cache = Arc::new(LruContentCache::new(1 << 20));
     let clock = FixedClock::new();
-    let connector = FakeConnector(HashMap::from([
-        ("docs".to_owned(), docs.clone()),
-        ("down".to_owned(), down),
-    ]));
+    let connector = Arc::new(FakeConnector {
+        sessions: HashMap::from([("docs".to_owned(), docs.clone()), ("down".to_owned(), down)]),
+        observer: Mutex::new(None),
+    });
+    let store = Arc::new(SqliteStore::in_memory(Retention::default()).await.unwrap());
     let service = ResourceService::new(
         vec![settings("docs"), settings("down")],
-        Arc::new(connector),
+        connector.clone(),
         cache.clone(),
+        store,
         clock.clone(),
         options(),
     );
@@ -187,7 +230,12 @@ fn world() -> World {
         docs,
         cache,
         clock,
+        connector,
     }
+}
+
+async fn world() -> World {
+    world_with(FakeSession::default()).await
 }
 
 fn read(uri: &str) -> ReadRequest {
@@ -196,10 +244,14 @@ fn read(uri: &str) -> ReadRequest {
 
 const A: &str = "mcp://docs/file_3A///a.txt";
 
+fn key_a() -> ResourceKey {
+    ResourceKey::new(ServerName::parse("docs").unwrap(), "file:///a.txt")
+}
+
 // traces: REQ-071-028, REQ-071-029, REQ-071-032, SR-002.5
 #[tokio::test]
 async fn the_second_read_is_served_from_cache_and_says_so() {
-    let w = world();
+    let w = world().await;
     let first = w.service.read_resource(read(A)).await.unwrap();
     assert!(!first.cached);
     assert_eq!(first.cached_at, None);
@@ -212,6 +264,10 @@ async fn the_second_read_is_served_from_cache_and_says_so() {
     );
     assert_eq!(second.content, first.content);
     assert_eq!(
+        second.version, first.version,
+        "the cached entry knows its version"
+    );
+    assert_eq!(
         w.docs.reads.load(Ordering::SeqCst),
         1,
         "the upstream was asked once"
@@ -221,7 +277,7 @@ async fn the_second_read_is_served_from_cache_and_says_so() {
 // traces: REQ-071-030, SR-002.1 — TTL from configuration, with an injected clock.
 #[tokio::test]
 async fn content_is_refetched_once_the_ttl_has_passed() {
-    let w = world();
+    let w = world().await;
     w.service.read_resource(read(A)).await.unwrap();
     w.clock.advance(299);
     assert!(w.service.read_resource(read(A)).await.unwrap().cached);
@@ -230,16 +286,64 @@ async fn content_is_refetched_once_the_ttl_has_passed() {
     assert_eq!(w.docs.reads.load(Ordering::SeqCst), 2);
 }
 
+// An upstream's ttlMs shortens the cache lifetime, never lengthens it.
+#[tokio::test]
+async fn an_upstream_ttl_hint_shortens_the_cache_lifetime() {
+    let w = world_with(FakeSession {
+        ttl: Some(Duration::from_secs(10)),
+        ..FakeSession::default()
+    })
+    .await;
+    w.service.read_resource(read(A)).await.unwrap();
+    w.clock.advance(9);
+    assert!(w.service.read_resource(read(A)).await.unwrap().cached);
+    w.clock.advance(1);
+    assert!(!w.service.read_resource(read(A)).await.unwrap().cached);
+
+    let long = world_with(FakeSession {
+        ttl: Some(Duration::from_secs(86_400)),
+        ..FakeSession::default()
+    })
+    .await;
+    long.service.read_resource(read(A)).await.unwrap();
+    long.clock.advance(300);
+    assert!(
+        !long.service.read_resource(read(A)).await.unwrap().cached,
+        "capped by the configured 300 s"
+    );
+}
+
+// traces: CA-1 — content an upstream marks private is never served to another principal.
+#[tokio::test]
+async fn private_content_is_cached_per_principal() {
+    let w = world_with(FakeSession {
+        private: true,
+        ..FakeSession::default()
+    })
+    .await;
+    let alice = ReadRequest {
+        principal: Principal::new("alice"),
+        ..read(A)
+    };
+    let bob = ReadRequest {
+        principal: Principal::new("bob"),
+        ..read(A)
+    };
+    assert!(!w.service.read_resource(alice.clone()).await.unwrap().cached);
+    assert!(w.service.read_resource(alice.clone()).await.unwrap().cached);
+    assert!(
+        !w.service.read_resource(bob).await.unwrap().cached,
+        "bob never gets alice's entry"
+    );
+    assert_eq!(w.docs.reads.load(Ordering::SeqCst), 2);
+}
+
 // traces: REQ-071-031, REQ-071-018
 #[tokio::test]
 async fn use_cache_false_bypasses_and_refreshes() {
-    let w = world();
+    let w = world().await;
     w.service.read_resource(read(A)).await.unwrap();
-    w.docs
-        .contents
-        .lock()
-        .unwrap()
-        .insert("file:///a.txt".into(), text("changed"));
+    w.docs.set("file:///a.txt", text("changed"));
     let bypass = ReadRequest {
         use_cache: false,
         ..read(A)
@@ -256,25 +360,223 @@ async fn use_cache_false_bypasses_and_refreshes() {
     );
 }
 
-// traces: REQ-071-027 — a corrupted cache entry is detected and never returned.
+// traces: REQ-071-027, SR-002 — a corrupted cache entry is detected and never returned.
 #[tokio::test]
 async fn a_corrupted_cache_entry_is_dropped_and_refetched() {
-    let w = world();
+    let w = world().await;
     w.service.read_resource(read(A)).await.unwrap();
-    let key = CacheKey::new(ServerName::parse("docs").unwrap(), "file:///a.txt");
-    let mut entry = w.cache.get(&key, w.clock.now()).await.unwrap();
+    let mut entry = w.cache.get(&key_a(), w.clock.now()).await.unwrap();
     entry.content = text("tampered");
-    w.cache.put(key.clone(), entry).await;
+    w.cache.put(key_a(), entry).await;
     let result = w.service.read_resource(read(A)).await.unwrap();
     assert!(!result.cached);
     assert_eq!(result.content.as_deref(), Some("héllo wörld"));
     assert_eq!(w.docs.reads.load(Ordering::SeqCst), 2);
 }
 
-// traces: REQ-071-033, REQ-071-034, REQ-071-035, REQ-071-036
+// traces: REQ-071-024, REQ-071-025, REQ-071-026, SR-001.1, SR-001.2, SR-001.4, SR-001.5
+#[tokio::test]
+async fn a_change_becomes_the_next_version_and_earlier_versions_stay_readable() {
+    let w = world().await;
+    let v1 = w.service.read_resource(read(A)).await.unwrap();
+    let v1_meta = v1.version.clone().unwrap();
+    assert_eq!(v1_meta.version, "v1");
+    assert_eq!(
+        v1_meta.checksum,
+        sha256("héllo wörld".as_bytes()).checksum()
+    );
+    assert_eq!(v1_meta.size, 13);
+
+    w.docs.set("file:///a.txt", text("second edition"));
+    let v2 = w
+        .service
+        .read_resource(ReadRequest {
+            use_cache: false,
+            ..read(A)
+        })
+        .await
+        .unwrap();
+    assert_eq!(v2.version.as_ref().unwrap().version, "v2");
+    let latest = w.service.read_resource(read(A)).await.unwrap();
+    assert_eq!(
+        latest.version.as_ref().unwrap().version,
+        "v2",
+        "no version asked: the latest"
+    );
+    assert_eq!(latest.content.as_deref(), Some("second edition"));
+
+    let old = w
+        .service
+        .read_resource(ReadRequest {
+            version: Some("v1".into()),
+            ..read(A)
+        })
+        .await
+        .unwrap();
+    assert_eq!(old.content.as_deref(), Some("héllo wörld"));
+    assert_eq!(old.version.as_ref(), Some(&v1_meta));
+    let by_etag = w
+        .service
+        .read_resource(ReadRequest {
+            version: Some(v1_meta.etag.clone()),
+            ..read(A)
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_etag.content, old.content);
+
+    let history = w
+        .service
+        .versions(&ResourceUri::parse(A).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        history
+            .iter()
+            .map(|v| v.version.as_str())
+            .collect::<Vec<_>>(),
+        ["v1", "v2"]
+    );
+
+    let unknown = w
+        .service
+        .read_resource(ReadRequest {
+            version: Some("v9".into()),
+            ..read(A)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), ErrorCode::E002);
+    let malformed = w
+        .service
+        .read_resource(ReadRequest {
+            version: Some("latest".into()),
+            ..read(A)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(malformed.code(), ErrorCode::E001);
+}
+
+// traces: REQ-071-011, REQ-071-009 — listings carry the latest version and first sighting.
+#[tokio::test]
+async fn listings_report_versions_once_known() {
+    let w = world().await;
+    w.service.read_resource(read(A)).await.unwrap();
+    let q = ListQuery {
+        server: Some(ServerSelector::new("docs").unwrap()),
+        ..ListQuery::default()
+    };
+    let listed = w.service.list_resources(q).await.unwrap();
+    let a = listed
+        .resources
+        .iter()
+        .find(|r| r.uri.as_str() == A)
+        .unwrap();
+    assert_eq!(a.version.as_deref(), Some("v1"));
+    assert_eq!(a.created_at, Some(w.clock.now()));
+    let big = listed
+        .resources
+        .iter()
+        .find(|r| r.uri.as_str() != A)
+        .unwrap();
+    assert_eq!(big.version, None, "never read, so no version yet");
+}
+
+// traces: REQ-071-016, REQ-071-017, REQ-071-018, SR-002.4 — listings are cached apart from content.
+#[tokio::test]
+async fn listings_are_cached_counted_and_bypassable() {
+    let w = world().await;
+    let q = || ListQuery {
+        server: Some(ServerSelector::new("docs").unwrap()),
+        ..ListQuery::default()
+    };
+    let first = w.service.list_resources(q()).await.unwrap();
+    assert_eq!((first.cached_count, first.cache_age_seconds), (0, None));
+    w.clock.advance(42);
+    let second = w.service.list_resources(q()).await.unwrap();
+    assert_eq!(second.cached_count, 2);
+    assert_eq!(second.cache_age_seconds, Some(42));
+    assert_eq!(w.docs.lists.load(Ordering::SeqCst), 1);
+    let bypass = w
+        .service
+        .list_resources(ListQuery {
+            use_cache: false,
+            ..q()
+        })
+        .await
+        .unwrap();
+    assert_eq!(bypass.cached_count, 0);
+    assert_eq!(w.docs.lists.load(Ordering::SeqCst), 2);
+    // list_changed from the upstream drops the cached listing.
+    w.observer()
+        .resources_changed(&ServerName::parse("docs").unwrap())
+        .await;
+    assert_eq!(w.service.list_resources(q()).await.unwrap().cached_count, 0);
+    assert_eq!(w.docs.lists.load(Ordering::SeqCst), 3);
+}
+
+// traces: CA-2, SR-001.5 — after resources/updated no read returns the old content.
+#[tokio::test]
+async fn an_update_announcement_invalidates_the_cached_content() {
+    let w = world().await;
+    w.service.read_resource(read(A)).await.unwrap();
+    w.docs.set("file:///a.txt", text("updated"));
+    assert_eq!(
+        w.service
+            .read_resource(read(A))
+            .await
+            .unwrap()
+            .content
+            .as_deref(),
+        Some("héllo wörld")
+    );
+    w.observer()
+        .resource_updated(&ServerName::parse("docs").unwrap(), "file:///a.txt")
+        .await;
+    let after = w.service.read_resource(read(A)).await.unwrap();
+    assert!(!after.cached);
+    assert_eq!(after.content.as_deref(), Some("updated"));
+}
+
+// traces: AV-5 — with the upstream down, expired cached content is served, marked stale.
+// (The fake times out rather than refusing, so no retry schedule runs; the binary's test kills a
+// real process.)
+#[tokio::test]
+async fn a_down_upstream_gets_stale_content_served_with_its_error() {
+    let w = world().await;
+    w.service.read_resource(read(A)).await.unwrap();
+    w.clock.advance(301);
+    w.docs.down.store(true, Ordering::SeqCst);
+    let stale = w.service.read_resource(read(A)).await.unwrap();
+    assert!(stale.cached && stale.stale);
+    assert_eq!(stale.content.as_deref(), Some("héllo wörld"));
+    let failure = stale.upstream_error.unwrap();
+    assert_eq!(failure.error_code, ErrorCode::E009);
+    assert!(failure.error_message.contains("timed out"));
+    // Nothing cached: the error itself.
+    let none = w
+        .service
+        .read_resource(read("mcp://docs/file_3A///big.bin"))
+        .await
+        .unwrap_err();
+    assert_eq!(none.code(), ErrorCode::E009);
+    // Asking for fresh content gets the error, not stale content.
+    let fresh = w
+        .service
+        .read_resource(ReadRequest {
+            use_cache: false,
+            ..read(A)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(fresh.code(), ErrorCode::E009);
+}
+
+// traces: REQ-071-033, REQ-071-034, REQ-071-035, REQ-071-036, IV-3
 #[tokio::test]
 async fn ranges_cut_bytes_and_never_return_broken_text() {
-    let w = world();
+    let w = world().await;
     let ranged = |offset, limit| ReadRequest {
         range: ByteRange::new(offset, Some(limit)).unwrap(),
         ..read(A)
@@ -283,6 +585,10 @@ async fn ranges_cut_bytes_and_never_return_broken_text() {
     assert_eq!(head.content.as_deref(), Some("héll"), "é is two bytes");
     assert_eq!(head.content_range.as_str(), "bytes 0-4/13");
     assert_eq!(head.size, 13);
+    assert_eq!(
+        head.next_offset, None,
+        "the range asked for was returned whole"
+    );
     // Bytes 0..2 end inside 'é': the exact bytes come back as bytes, not as repaired text.
     let split = w.service.read_resource(ranged(0, 2)).await.unwrap();
     assert_eq!(split.content, None);
@@ -291,9 +597,56 @@ async fn ranges_cut_bytes_and_never_return_broken_text() {
     assert_eq!(beyond.code(), ErrorCode::E007);
 }
 
+// Agent-sized results: a read larger than the inline limit returns its first part, cut on a
+// character boundary, and says where to continue.
+#[tokio::test]
+async fn reads_over_the_inline_limit_come_back_in_parts() {
+    let w = world().await;
+    let capped = |offset: i64| ReadRequest {
+        range: ByteRange::new(offset, None).unwrap(),
+        inline_limit: Some(2),
+        ..read(A)
+    };
+    let first = w.service.read_resource(capped(0)).await.unwrap();
+    assert_eq!(
+        first.content.as_deref(),
+        Some("h"),
+        "the cut moves back before 'é'"
+    );
+    assert_eq!(first.next_offset, Some(1));
+    assert!(first.note.as_deref().unwrap().contains("offset=1"));
+    let second = w.service.read_resource(capped(1)).await.unwrap();
+    assert_eq!(second.content.as_deref(), Some("é"));
+    assert_eq!(second.content_range.as_str(), "bytes 1-2/13");
+    let mut text = String::new();
+    let mut offset = 0;
+    loop {
+        let part = w.service.read_resource(capped(offset)).await.unwrap();
+        text.push_str(part.content.as_deref().unwrap());
+        match part.next_offset {
+            Some(next) => offset = next as i64,
+            None => break,
+        }
+    }
+    assert_eq!(
+        text, "héllo wörld",
+        "walking next_offset reassembles the content"
+    );
+    let blob = ReadRequest {
+        inline_limit: Some(1000),
+        ..read("mcp://docs/file_3A///big.bin")
+    };
+    let part = w.service.read_resource(blob).await.unwrap_err();
+    assert_eq!(
+        part.code(),
+        ErrorCode::E008,
+        "over max_resource_size (1024 here) is refused whole"
+    );
+}
+
 #[tokio::test]
 async fn bad_targets_get_their_codes() {
-    let w = world();
+    let w = world().await;
     let unknown = w
         .service
         .read_resource(read("mcp://nope/x"))
@@ -306,14 +659,6 @@ async fn bad_targets_get_their_codes() {
         .await
         .unwrap_err();
     assert_eq!(missing.code(), ErrorCode::E002);
-    let version = ReadRequest {
-        version: Some("v9".into()),
-        ..read(A)
-    };
-    assert_eq!(
-        w.service.read_resource(version).await.unwrap_err().code(),
-        ErrorCode::E002
-    );
     let big = w
         .service
         .read_resource(read("mcp://docs/file_3A///big.bin"))
@@ -328,12 +673,47 @@ async fn bad_targets_get_their_codes() {
         w.service.list_resources(q).await.unwrap_err().code(),
         ErrorCode::E003
     );
+    assert_eq!(
+        w.service
+            .versions(&ResourceUri::parse("mcp://nope/x").unwrap())
+            .await
+            .unwrap_err()
+            .code(),
+        ErrorCode::E003
+    );
+}
+
+// traces: SR-002.2 — explicit purge.
+#[tokio::test]
+async fn purge_drops_content_and_listings() {
+    let w = world().await;
+    w.service.read_resource(read(A)).await.unwrap();
+    w.service
+        .list_resources(ListQuery::default())
+        .await
+        .unwrap();
+    let one = w
+        .service
+        .purge(None, Some(ResourceUri::parse(A).unwrap()))
+        .await
+        .unwrap();
+    assert_eq!((one.contents, one.listings), (1, 0));
+    assert!(!w.service.read_resource(read(A)).await.unwrap().cached);
+    let all = w.service.purge(None, None).await.unwrap();
+    assert_eq!((all.contents, all.listings), (1, 1));
+    assert!(!w.service.read_resource(read(A)).await.unwrap().cached);
+    let bad = w
+        .service
+        .purge(Some(ServerName::parse("nope").unwrap()), None)
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), ErrorCode::E003);
 }
 
 // traces: REQ-071-002, REQ-071-012 — a failing server marks the listing partial, never fails it.
 #[tokio::test]
 async fn a_failing_server_makes_the_listing_partial_not_failed() {
-    let w = world();
+    let w = world().await;
     let result = w
         .service
         .list_resources(ListQuery::default())
@@ -360,7 +740,7 @@ async fn a_failing_server_makes_the_listing_partial_not_failed() {
 
 #[tokio::test]
 async fn selecting_by_id_lists_only_that_server() {
-    let w = world();
+    let w = world().await;
     let id = quarry_domain::ServerId::derive(&ServerName::parse("docs").unwrap());
     let q = ListQuery {
         server: Some(ServerSelector::new(id.as_str()).unwrap()),
@@ -384,7 +764,7 @@ async fn reads_retry_a_dead_connection_on_the_configured_schedule() {
     let attempts = Arc::new(AtomicU32::new(0));
     let mut connector = MockUpstreamConnector::new();
     let seen = attempts.clone();
-    connector.expect_connect().returning(move |_| {
+    connector.expect_connect().returning(move |_, _| {
         seen.fetch_add(1, Ordering::SeqCst);
         Err(UpstreamError::Unreachable("connection refused".into()))
     });
@@ -392,6 +772,8 @@ async fn reads_retry_a_dead_connection_on_the_configured_schedule() {
         vec![settings("docs")],
         Arc::new(connector),
         Arc::new(LruContentCache::new(1 << 20)),
+        // Never reached: no connection, no content. (A real pool's timers misbehave on a paused clock.)
+        Arc::new(quarry_ports::MockVersionStore::new()),
         FixedClock::new(),
         options(),
     );

@@ -11,6 +11,7 @@ fn quarry(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
         .args(args)
         .current_dir(dir)
         .env_remove("QUARRY_CONFIG")
+        .env("QUARRY_STORE_PATH", dir.join("quarry.db"))
         .env_remove("QUARRY_LOG")
         .output()
         .unwrap()

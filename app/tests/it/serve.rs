@@ -380,6 +380,7 @@ async fn stdout_carries_only_mcp_even_after_garbage_input() {
         .args(["serve", "--stdio"])
         .current_dir(dir.path())
         .env_remove("QUARRY_CONFIG")
+        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
         .env("QUARRY_LOG", "debug")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -421,7 +422,12 @@ async fn stdout_carries_only_mcp_even_after_garbage_input() {
                 .collect();
             assert_eq!(
                 names,
-                [json!("list_mcp_resources"), json!("read_mcp_resource")]
+                [
+                    json!("list_mcp_resources"),
+                    json!("read_mcp_resource"),
+                    json!("list_mcp_resource_versions"),
+                    json!("purge_mcp_cache")
+                ]
             );
             seen_tools = true;
         }
@@ -444,7 +450,8 @@ async fn serve_starts_with_no_configuration_and_zero_upstreams() {
     let mut cmd = tokio::process::Command::new(crate::support::QUARRY);
     cmd.args(["serve", "--stdio"])
         .current_dir(dir.path())
-        .env_remove("QUARRY_CONFIG");
+        .env_remove("QUARRY_CONFIG")
+        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"));
     let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -453,7 +460,7 @@ async fn serve_starts_with_no_configuration_and_zero_upstreams() {
         .await
         .unwrap();
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 2);
+    assert_eq!(tools.len(), 4);
     let empty = call(&client, "list_mcp_resources", json!({})).await;
     assert_eq!(empty["total_count"], 0);
     assert_eq!(empty["servers"], json!([]));

@@ -52,7 +52,8 @@ pub(crate) async fn gateway(dir: &Path, config: &str) -> Client {
     cmd.args(["serve", "--stdio", "--config"])
         .arg(&path)
         .current_dir(dir)
-        .env_remove("QUARRY_CONFIG");
+        .env_remove("QUARRY_CONFIG")
+        .env("QUARRY_STORE_PATH", dir.join("quarry.db"));
     let (transport, _stderr) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::null())
         .spawn()

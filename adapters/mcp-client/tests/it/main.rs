@@ -5,10 +5,12 @@
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
+use async_trait::async_trait;
 use quarry_domain::{Body, Endpoint, ServerName, ServerSpec};
 use quarry_mcp_client::RmcpConnector;
-use quarry_ports::{UpstreamConnector, UpstreamError, UpstreamSession};
+use quarry_ports::{UpstreamConnector, UpstreamError, UpstreamObserver, UpstreamSession};
 use quarry_testkit::fixture::{self, FixtureArgs};
+use tokio::sync::mpsc;
 
 const MB: u64 = 1024 * 1024;
 
@@ -24,19 +26,46 @@ fn stdio_spec(name: &str, args: &[&str]) -> ServerSpec {
     )
 }
 
+/// Records what upstreams announce.
+#[derive(Debug)]
+struct Announcements(mpsc::UnboundedSender<String>);
+
+#[async_trait]
+impl UpstreamObserver for Announcements {
+    async fn resource_updated(&self, server: &ServerName, upstream_uri: &str) {
+        let _ = self.0.send(format!("updated {server} {upstream_uri}"));
+    }
+    async fn resources_changed(&self, server: &ServerName) {
+        let _ = self.0.send(format!("list_changed {server}"));
+    }
+}
+
+fn observer() -> (Arc<dyn UpstreamObserver>, mpsc::UnboundedReceiver<String>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Arc::new(Announcements(tx)), rx)
+}
+
 async fn connect(spec: &ServerSpec) -> Arc<dyn UpstreamSession> {
     RmcpConnector::new(50 * MB)
         .unwrap()
-        .connect(spec)
+        .connect(spec, observer().0)
         .await
         .unwrap()
 }
 
 async fn check_fixture_contents(session: &dyn UpstreamSession) {
-    let hello = session.read("fixture://text/hello.txt", MB).await.unwrap();
+    let hello = session
+        .read("fixture://text/hello.txt", MB)
+        .await
+        .unwrap()
+        .content;
     assert_eq!(hello.mime_type.as_deref(), Some("text/plain"));
     assert_eq!(hello.body, Body::Text(fixture::hello_text("fixture")));
-    let blob = session.read("fixture://blob/bytes.bin", MB).await.unwrap();
+    let blob = session
+        .read("fixture://blob/bytes.bin", MB)
+        .await
+        .unwrap()
+        .content;
     assert_eq!(
         blob.body,
         Body::Blob(fixture::blob_bytes()),
@@ -45,7 +74,8 @@ async fn check_fixture_contents(session: &dyn UpstreamSession) {
     let snow = session
         .read("fixture://unicode/snow.txt", MB)
         .await
-        .unwrap();
+        .unwrap()
+        .content;
     assert_eq!(snow.body, Body::Text(fixture::SNOW.into()));
 }
 
@@ -184,7 +214,7 @@ async fn a_missing_program_is_unreachable_not_a_panic() {
     );
     let err = RmcpConnector::new(MB)
         .unwrap()
-        .connect(&spec)
+        .connect(&spec, observer().0)
         .await
         .unwrap_err();
     assert!(matches!(err, UpstreamError::Unreachable(_)), "{err:?}");
@@ -201,7 +231,7 @@ async fn an_unreachable_http_endpoint_fails_within_the_timeout() {
     spec.timeout = Duration::from_secs(5);
     let err = RmcpConnector::new(MB)
         .unwrap()
-        .connect(&spec)
+        .connect(&spec, observer().0)
         .await
         .unwrap_err();
     assert!(
@@ -270,4 +300,56 @@ fn fixture_children() -> Vec<u32> {
         }
     }
     found
+}
+
+// traces: CA-2 — upstream announcements reach the observer, and subscriptions are made.
+#[tokio::test]
+async fn updates_and_list_changes_are_announced_to_the_observer() {
+    let server = fixture::serve_http(FixtureArgs::default(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let spec = ServerSpec::new(
+        ServerName::parse("notes").unwrap(),
+        Endpoint::Http {
+            url: server.url.clone(),
+        },
+    );
+    let (obs, mut heard) = observer();
+    let session = RmcpConnector::new(MB)
+        .unwrap()
+        .connect(&spec, obs)
+        .await
+        .unwrap();
+    assert!(session.subscribe("fixture://counter").await.unwrap());
+    assert!(
+        session.subscribe("fixture://counter").await.unwrap(),
+        "twice is harmless"
+    );
+    server.server.bump().await;
+    let got = tokio::time::timeout(Duration::from_secs(10), heard.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, "updated notes fixture://counter");
+    server.server.grow().await;
+    let got = tokio::time::timeout(Duration::from_secs(10), heard.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, "list_changed notes");
+    session.close().await;
+}
+
+// The 2026-07-28 caching hints come through.
+#[tokio::test]
+async fn caching_hints_are_reported() {
+    let session = connect(&stdio_spec("hints", &["--ttl-ms", "1500", "--private"])).await;
+    let fetched = session.read("fixture://counter", MB).await.unwrap();
+    assert_eq!(fetched.ttl, Some(Duration::from_millis(1500)));
+    assert!(fetched.private);
+    let plain = connect(&stdio_spec("plain", &[])).await;
+    let fetched = plain.read("fixture://counter", MB).await.unwrap();
+    assert_eq!((fetched.ttl, fetched.private), (None, false));
+    session.close().await;
+    plain.close().await;
 }

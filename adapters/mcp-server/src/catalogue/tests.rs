@@ -25,23 +25,30 @@ fn the_catalogue_is_pinned() {
     insta::assert_json_snapshot!("catalogue", catalogue());
 }
 
+// The hints match what each tool does: reads are read-only, the purge destroys (cached) data.
 #[test]
-fn every_tool_is_read_only_idempotent_and_names_its_scope() {
+fn annotations_and_scopes_match_what_each_tool_does() {
     let names: Vec<_> = catalogue().iter().map(|t| t.name.to_string()).collect();
-    assert_eq!(names, [LIST_TOOL, READ_TOOL]);
+    assert_eq!(names, [LIST_TOOL, READ_TOOL, VERSIONS_TOOL, PURGE_TOOL]);
     for t in catalogue() {
         let a = t.annotations.clone().expect("annotations");
-        assert_eq!(a.read_only_hint, Some(true), "{}", t.name);
-        assert_eq!(a.destructive_hint, Some(false), "{}", t.name);
+        let (read_only, destructive, open_world, scope) = match t.name.as_ref() {
+            LIST_TOOL | READ_TOOL => (true, false, true, "resources:read"),
+            VERSIONS_TOOL => (true, false, false, "resources:read"),
+            PURGE_TOOL => (false, true, false, "cache:admin"),
+            other => panic!("unexpected tool {other}"),
+        };
+        assert_eq!(a.read_only_hint, Some(read_only), "{}", t.name);
+        assert_eq!(a.destructive_hint, Some(destructive), "{}", t.name);
         assert_eq!(a.idempotent_hint, Some(true), "{}", t.name);
-        assert_eq!(a.open_world_hint, Some(true), "{}", t.name);
+        assert_eq!(a.open_world_hint, Some(open_world), "{}", t.name);
         assert!(
             t.title
                 .as_deref()
                 .is_some_and(|title| title.ends_with("Tool"))
         );
         let meta = t.meta.clone().expect("meta");
-        assert_eq!(meta.0.get(SCOPE_KEY), Some(&json!("resources:read")));
+        assert_eq!(meta.0.get(SCOPE_KEY), Some(&json!(scope)), "{}", t.name);
         validator(&t.input_schema);
         validator(t.output_schema.as_ref().expect("output schema"));
     }
@@ -112,7 +119,8 @@ fn results_and_errors_conform_to_the_output_schemas() {
             last_error: None,
         }],
         total_count: 1,
-        cached_count: 0,
+        cached_count: 1,
+        cache_age_seconds: Some(12),
         partial: false,
     };
     let list = validator(tool(LIST_TOOL).output_schema.as_ref().unwrap());
@@ -136,9 +144,21 @@ fn results_and_errors_conform_to_the_output_schemas() {
         mime_type: Some("text/markdown".into()),
         size: 3,
         content_range: slice.content_range(),
-        version: None,
+        version: Some(quarry_domain::ResourceVersion {
+            version: "v3".into(),
+            etag: "0123456789abcdef".into(),
+            created_at: "2026-04-08T12:00:00Z".parse().unwrap(),
+            size: 3,
+            checksum: format!("sha256:{}", "ab".repeat(32)),
+        }),
         cached: true,
         cached_at: Some("2026-04-08T12:00:00Z".parse().unwrap()),
+        stale: true,
+        upstream_error: Some(
+            (&quarry_domain::Error::new(quarry_domain::ErrorCode::E003, "down")).into(),
+        ),
+        next_offset: Some(3),
+        note: Some("continue at offset=3".into()),
     };
     let read = validator(tool(READ_TOOL).output_schema.as_ref().unwrap());
     let value = serde_json::to_value(&read_result).unwrap();
@@ -149,6 +169,13 @@ fn results_and_errors_conform_to_the_output_schemas() {
             .map(|e| e.to_string())
             .collect::<Vec<_>>()
     );
+
+    let versions = validator(tool(VERSIONS_TOOL).output_schema.as_ref().unwrap());
+    let history =
+        json!({"success": true, "uri": "mcp://docs/x", "versions": [value["version"].clone()]});
+    assert!(versions.is_valid(&history), "{history}");
+    let purge = validator(tool(PURGE_TOOL).output_schema.as_ref().unwrap());
+    assert!(purge.is_valid(&json!({"success": true, "purged_contents": 2, "purged_listings": 1})));
 
     let error = json!({"success": false, "error_code": "E002", "error_message": "not found", "uri": "mcp://docs/x"});
     assert!(read.is_valid(&error));

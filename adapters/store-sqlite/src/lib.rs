@@ -1,0 +1,337 @@
+//! The embedded store: one SQLite file, through sqlx, holding the version history of every
+//! resource Quarry has read.
+//!
+//! Architecture invariant: SQL stays here. sqlx errors become [`StoreError`] at this seam; the
+//! schema lives in `migrations/` and is applied on open.
+
+use std::{path::Path, str::FromStr, time::Duration};
+
+use async_trait::async_trait;
+use chrono::{TimeZone, Utc};
+use quarry_domain::{
+    Body, Content, Digest, ResourceVersion, Retention, ServerName, Timestamp, VersionSelector,
+    version_name,
+};
+use quarry_ports::{Recorded, ResourceKey, StoreError, VersionStore, VersionSummary};
+use sqlx::{
+    Row, SqliteConnection,
+    sqlite::{
+        SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    },
+};
+
+/// The SQLite store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    retention: Retention,
+}
+
+fn failed(e: impl std::fmt::Display) -> StoreError {
+    StoreError(e.to_string())
+}
+
+fn micros(t: Timestamp) -> i64 {
+    t.timestamp_micros()
+}
+
+fn from_micros(us: i64) -> Timestamp {
+    Utc.timestamp_micros(us).single().unwrap_or_default()
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path` and brings its schema up to date.
+    ///
+    /// # Errors
+    /// When the file cannot be created or opened, or a migration fails.
+    pub async fn open(path: &Path, retention: Retention) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| failed(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(|e| failed(format!("cannot open {}: {e}", path.display())))?;
+        Self::migrate(pool, retention).await
+    }
+
+    /// A private in-memory store, gone when dropped (for tests and throwaway runs).
+    ///
+    /// # Errors
+    /// When SQLite cannot start.
+    pub async fn in_memory(retention: Retention) -> Result<Self, StoreError> {
+        // One connection: every connection to :memory: would be a different database.
+        let options = SqliteConnectOptions::from_str("sqlite::memory:").map_err(failed)?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .map_err(failed)?;
+        Self::migrate(pool, retention).await
+    }
+
+    async fn migrate(pool: SqlitePool, retention: Retention) -> Result<Self, StoreError> {
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .map_err(|e| failed(format!("migrating the store: {e}")))?;
+        Ok(Self { pool, retention })
+    }
+
+    /// Closes the pool, flushing the WAL.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn version_of(row: &sqlx::sqlite::SqliteRow) -> Result<(ResourceVersion, Digest), StoreError> {
+    let digest_bytes: Vec<u8> = row.try_get("digest").map_err(failed)?;
+    let digest: [u8; 32] = digest_bytes
+        .try_into()
+        .map_err(|_| failed("a stored digest is not 32 bytes"))?;
+    let digest = Digest::new(digest);
+    let number: i64 = row.try_get("number").map_err(failed)?;
+    let size: i64 = row.try_get("size").map_err(failed)?;
+    let created: i64 = row.try_get("created_at").map_err(failed)?;
+    Ok((
+        ResourceVersion {
+            version: version_name(u32::try_from(number).map_err(failed)?),
+            etag: digest.etag(),
+            created_at: from_micros(created),
+            size: u64::try_from(size).map_err(failed)?,
+            checksum: digest.checksum(),
+        },
+        digest,
+    ))
+}
+
+fn content_of(row: &sqlx::sqlite::SqliteRow) -> Result<Option<Content>, StoreError> {
+    let bytes: Option<Vec<u8>> = row.try_get("content").map_err(failed)?;
+    let Some(bytes) = bytes else { return Ok(None) };
+    let mime_type: Option<String> = row.try_get("mime_type").map_err(failed)?;
+    let is_text: bool = row.try_get("is_text").map_err(failed)?;
+    let body = if is_text {
+        Body::Text(String::from_utf8(bytes).map_err(|_| failed("stored text is not UTF-8"))?)
+    } else {
+        Body::Blob(bytes)
+    };
+    Ok(Some(Content { mime_type, body }))
+}
+
+impl SqliteStore {
+    async fn record_in(
+        &self,
+        conn: &mut SqliteConnection,
+        key: &ResourceKey,
+        digest: Digest,
+        content: &Content,
+        now: Timestamp,
+    ) -> Result<Recorded, StoreError> {
+        let server = key.server.as_str();
+        let uri = key.upstream_uri.as_str();
+        let seq: i64 =
+            sqlx::query_scalar("SELECT COALESCE(MAX(seen_seq), 0) + 1 FROM resource_versions")
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(failed)?;
+        let existing = sqlx::query(
+            "SELECT number, digest, size, created_at FROM resource_versions
+             WHERE server = ? AND uri = ? AND digest = ?",
+        )
+        .bind(server)
+        .bind(uri)
+        .bind(&digest.bytes()[..])
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(failed)?;
+        let (version, is_new) = if let Some(row) = existing {
+            let number: i64 = row.try_get("number").map_err(failed)?;
+            // Seen again: it is the latest now, and its content is back if retention had dropped it.
+            sqlx::query(
+                "UPDATE resource_versions SET seen_seq = ?, content = COALESCE(content, ?)
+                 WHERE server = ? AND uri = ? AND number = ?",
+            )
+            .bind(seq)
+            .bind(content.bytes())
+            .bind(server)
+            .bind(uri)
+            .bind(number)
+            .execute(&mut *conn)
+            .await
+            .map_err(failed)?;
+            (version_of(&row)?.0, false)
+        } else {
+            let number: i64 = sqlx::query_scalar(
+                "SELECT COALESCE(MAX(number), 0) + 1 FROM resource_versions WHERE server = ? AND uri = ?",
+            )
+            .bind(server)
+            .bind(uri)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(failed)?;
+            sqlx::query(
+                "INSERT INTO resource_versions
+                 (server, uri, number, digest, size, mime_type, is_text, content, created_at, seen_seq)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(server)
+            .bind(uri)
+            .bind(number)
+            .bind(&digest.bytes()[..])
+            .bind(i64::try_from(content.len()).map_err(failed)?)
+            .bind(content.mime_type.as_deref())
+            .bind(content.is_text())
+            .bind(content.bytes())
+            .bind(micros(now))
+            .bind(seq)
+            .execute(&mut *conn)
+            .await
+            .map_err(failed)?;
+            let version = ResourceVersion {
+                version: version_name(u32::try_from(number).map_err(failed)?),
+                etag: digest.etag(),
+                created_at: from_micros(micros(now)),
+                size: content.len(),
+                checksum: digest.checksum(),
+            };
+            (version, true)
+        };
+        self.apply_retention(conn, key).await?;
+        Ok(Recorded { version, is_new })
+    }
+
+    /// Drops the content of versions beyond the retention limits, newest kept first.
+    async fn apply_retention(
+        &self,
+        conn: &mut SqliteConnection,
+        key: &ResourceKey,
+    ) -> Result<(), StoreError> {
+        let rows = sqlx::query(
+            "SELECT number, size FROM resource_versions
+             WHERE server = ? AND uri = ? AND content IS NOT NULL ORDER BY seen_seq DESC",
+        )
+        .bind(key.server.as_str())
+        .bind(&key.upstream_uri)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(failed)?;
+        let mut kept_bytes: u64 = 0;
+        for (i, row) in rows.iter().enumerate() {
+            let number: i64 = row.try_get("number").map_err(failed)?;
+            let size =
+                u64::try_from(row.try_get::<i64, _>("size").map_err(failed)?).unwrap_or(u64::MAX);
+            // The latest content is always kept: a read must be able to name what it returned.
+            let keep = i == 0
+                || (i < self.retention.count as usize && kept_bytes + size <= self.retention.bytes);
+            if keep {
+                kept_bytes += size;
+                continue;
+            }
+            sqlx::query("UPDATE resource_versions SET content = NULL WHERE server = ? AND uri = ? AND number = ?")
+                .bind(key.server.as_str())
+                .bind(&key.upstream_uri)
+                .bind(number)
+                .execute(&mut *conn)
+                .await
+                .map_err(failed)?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl VersionStore for SqliteStore {
+    async fn record(
+        &self,
+        key: &ResourceKey,
+        digest: Digest,
+        content: &Content,
+        now: Timestamp,
+    ) -> Result<Recorded, StoreError> {
+        let mut conn = self.pool.acquire().await.map_err(failed)?;
+        // IMMEDIATE takes the write lock up front, so two recorders cannot both pick number n.
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *conn)
+            .await
+            .map_err(failed)?;
+        let result = self.record_in(&mut conn, key, digest, content, now).await;
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        sqlx::query(end).execute(&mut *conn).await.map_err(failed)?;
+        result
+    }
+
+    async fn find(
+        &self,
+        key: &ResourceKey,
+        selector: &VersionSelector,
+    ) -> Result<Option<(ResourceVersion, Option<Content>)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT number, digest, size, created_at, mime_type, is_text, content FROM resource_versions
+             WHERE server = ? AND uri = ? ORDER BY number",
+        )
+        .bind(key.server.as_str())
+        .bind(&key.upstream_uri)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        for row in &rows {
+            let (version, digest) = version_of(row)?;
+            let matches = match selector {
+                VersionSelector::Number(n) => version.version == version_name(*n),
+                VersionSelector::Etag(etag) => &digest.etag() == etag,
+            };
+            if matches {
+                return Ok(Some((version, content_of(row)?)));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn history(&self, key: &ResourceKey) -> Result<Vec<ResourceVersion>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT number, digest, size, created_at FROM resource_versions
+             WHERE server = ? AND uri = ? ORDER BY number",
+        )
+        .bind(key.server.as_str())
+        .bind(&key.upstream_uri)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        rows.iter().map(|r| version_of(r).map(|(v, _)| v)).collect()
+    }
+
+    async fn summaries(&self, server: &ServerName) -> Result<Vec<VersionSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT uri,
+                    (SELECT number FROM resource_versions l
+                      WHERE l.server = v.server AND l.uri = v.uri ORDER BY seen_seq DESC LIMIT 1) AS latest,
+                    MIN(created_at) AS first_seen
+             FROM resource_versions v WHERE server = ? GROUP BY uri",
+        )
+        .bind(server.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        rows.iter()
+            .map(|row| {
+                let latest: i64 = row.try_get("latest").map_err(failed)?;
+                Ok(VersionSummary {
+                    upstream_uri: row.try_get("uri").map_err(failed)?,
+                    latest: version_name(u32::try_from(latest).map_err(failed)?),
+                    first_seen: from_micros(row.try_get("first_seen").map_err(failed)?),
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

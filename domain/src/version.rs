@@ -1,0 +1,149 @@
+//! Resource versions: MCP has none, so Quarry makes them from content digests.
+//!
+//! A digest never seen before for a resource becomes its next version `v{n}`; a digest seen before
+//! maps back to the version it got then. Etags derive from the digest, so an etag names exactly one
+//! content.
+
+use std::fmt;
+
+use crate::Error;
+
+/// The SHA-256 digest of a content's bytes (computed outside the domain).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Digest([u8; 32]);
+
+impl Digest {
+    /// Wraps 32 digest bytes.
+    pub fn new(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// The raw bytes.
+    pub fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// Lowercase hex.
+    pub fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// `sha256:<64 hex>`, the spec's checksum format.
+    pub fn checksum(&self) -> String {
+        format!("sha256:{}", self.hex())
+    }
+
+    /// The entity tag: the first 16 hex digits of the digest.
+    pub fn etag(&self) -> String {
+        self.hex()[..16].to_owned()
+    }
+
+    /// Parses lowercase or uppercase hex of 32 bytes.
+    ///
+    /// # Errors
+    /// E001 when not 64 hex digits.
+    pub fn from_hex(hex: &str) -> Result<Self, Error> {
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::invalid("a digest is 64 hex digits"));
+        }
+        let mut out = [0u8; 32];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
+                .map_err(|_| Error::invalid("a digest is 64 hex digits"))?;
+        }
+        Ok(Self(out))
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Digest({})", self.etag())
+    }
+}
+
+/// Which version a read asks for: `v3`, or an etag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionSelector {
+    /// Version number `n` (`v{n}`).
+    Number(u32),
+    /// The version whose etag this is.
+    Etag(String),
+}
+
+impl VersionSelector {
+    /// Parses `v{n}` (n ≥ 1) or a 16-hex-digit etag.
+    ///
+    /// # Errors
+    /// E001 for anything else.
+    pub fn parse(text: &str) -> Result<Self, Error> {
+        if let Some(n) = text.strip_prefix('v')
+            && let Ok(n) = n.parse::<u32>()
+            && n >= 1
+            && !n.to_string().is_empty()
+            && text.len() == 1 + n.to_string().len()
+        {
+            return Ok(Self::Number(n));
+        }
+        let etag = text.trim_matches('"');
+        if etag.len() == 16 && etag.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(Self::Etag(etag.to_ascii_lowercase()));
+        }
+        let shown: String = text.chars().take(64).collect();
+        Err(Error::invalid(format!(
+            "version {shown:?} is neither v1, v2, ... nor a 16-hex-digit etag"
+        )))
+    }
+}
+
+/// The name of version `n`.
+pub fn version_name(n: u32) -> String {
+    format!("v{n}")
+}
+
+/// How much history is kept per resource: the content of the newest `count` versions, and no
+/// more than `bytes` of it. Older versions keep their metadata; their content is dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Versions whose content is kept.
+    pub count: u32,
+    /// Bytes of content kept per resource.
+    pub bytes: u64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self {
+            count: 10,
+            bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksums_and_etags_derive_from_the_digest() {
+        let d = Digest::new([0xab; 32]);
+        assert_eq!(d.checksum(), format!("sha256:{}", "ab".repeat(32)));
+        assert_eq!(d.etag(), "abababababababab");
+        assert_eq!(Digest::from_hex(&d.hex()).unwrap(), d);
+        assert!(Digest::from_hex("zz").is_err());
+    }
+
+    #[test]
+    fn selectors_take_numbers_and_etags_only() {
+        assert_eq!(
+            VersionSelector::parse("v3").unwrap(),
+            VersionSelector::Number(3)
+        );
+        assert_eq!(
+            VersionSelector::parse("\"ABABABABABABABAB\"").unwrap(),
+            VersionSelector::Etag("abababababababab".into())
+        );
+        for bad in ["v0", "v", "3", "v03", "v-1", "v1.0", "latest", "abababab"] {
+            assert!(VersionSelector::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
