@@ -237,23 +237,26 @@ impl ResourceService {
     /// Fetches content, reconnecting and retrying as the server's policy says when the
     /// connection is what failed.
     ///
-    /// Also returns the session (to subscribe on) and the server's invalidation epoch taken once
-    /// the session was established, before the read.
-    async fn fetch(
-        &self,
-        upstream: &Upstream,
-        uri: &str,
-    ) -> Result<(Fetched, Arc<dyn UpstreamSession>, u64), Error> {
+    /// Also returns the server's invalidation epoch, taken once the session was established and
+    /// subscribed, before the read.
+    async fn fetch(&self, upstream: &Upstream, uri: &str) -> Result<(Fetched, u64), Error> {
         let retry = upstream.settings.retry;
         let mut attempt = 0;
         loop {
             let result = match self.session(upstream).await {
                 Ok(session) => {
+                    // Subscribe before reading (once per URI and session): a change after this
+                    // point is announced, and a change during the read makes it uncacheable.
+                    if self.options.cache_enabled
+                        && let Err(e) = session.subscribe(uri).await
+                    {
+                        tracing::debug!(server = %upstream.name(), "subscribing to updates failed: {e}");
+                    }
                     let epoch = self.invalidator.epoch(upstream.name());
                     session
                         .read(uri, self.options.max_resource_bytes)
                         .await
-                        .map(|f| (f, session, epoch))
+                        .map(|f| (f, epoch))
                 }
                 Err(e) => Err(e),
             };
@@ -492,7 +495,7 @@ impl ResourceGateway for ResourceService {
                 return render(&request, &hit.content, how);
             }
         }
-        let (fetched, session, epoch) = match self.fetch(upstream, request.uri.upstream()).await {
+        let (fetched, epoch) = match self.fetch(upstream, request.uri.upstream()).await {
             Ok(done) => done,
             Err(e) if caching && request.use_cache && is_upstream_down(&e) => {
                 let stale = self.cache.get_stale(&key).await;
@@ -535,13 +538,6 @@ impl ResourceGateway for ResourceService {
                 expires_at: self.ttl_until(now, fetched.ttl),
             };
             self.cache.put(key, entry).await;
-            let uri = request.uri.upstream().to_owned();
-            let server = upstream.name().clone();
-            tokio::spawn(async move {
-                if let Err(e) = session.subscribe(&uri).await {
-                    tracing::debug!(%server, "subscribing to updates failed: {e}");
-                }
-            });
         }
         render(
             &request,

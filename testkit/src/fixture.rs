@@ -475,6 +475,10 @@ pub async fn serve_http(args: FixtureArgs, addr: SocketAddr) -> anyhow::Result<H
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
+    // Small messages (notifications, short answers) must not wait for delayed ACKs.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let token = stop.clone();
     tokio::spawn(async move {
         let _ = axum::serve(listener, router)

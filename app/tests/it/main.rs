@@ -7,5 +7,6 @@
 
 mod cli;
 mod peers;
+mod readpath;
 mod serve;
 mod support;
