@@ -10,6 +10,7 @@
 //! - `fixture://item/{n}`         `--resources N` generated text resources, listed `--page-size`
 //!   at a time; also a template
 //! - `fixture://big.txt`          `--big-kb N` KiB of text (when N > 0)
+//! - `fixture://sized/{n}`        (template only) text of exactly n bytes, n up to 16 MiB
 //! - `fixture://grown/{n}`        one more each time the `grow` tool is called
 //!
 //! Subscriptions work: the `bump` tool (and `--tick-ms`) changes `fixture://counter` and sends
@@ -129,6 +130,14 @@ pub fn hello_text(name: &str) -> String {
 /// The text of generated item `n`.
 pub fn item_text(n: u32) -> String {
     format!("item {n} body\n")
+}
+
+/// The text of `fixture://sized/{n}`: exactly `n` bytes.
+pub fn sized_text(n: usize) -> String {
+    const PATTERN: &str = "quarry-fixture-sized-content\n";
+    let mut text = PATTERN.repeat(n / PATTERN.len() + 1);
+    text.truncate(n);
+    text
 }
 
 /// The text of `fixture://counter` after `n` bumps.
@@ -265,6 +274,16 @@ impl FixtureServer {
                 blob: base64::engine::general_purpose::STANDARD.encode(blob_bytes()),
                 meta: None,
             }),
+            other if other.starts_with("fixture://sized/") => {
+                let n = other["fixture://sized/".len()..]
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n <= 16 * 1024 * 1024)
+                    .ok_or_else(|| {
+                        ErrorData::resource_not_found(format!("no resource {other}"), None)
+                    })?;
+                Ok(text(sized_text(n)))
+            }
             other => {
                 // Generated items (listed or not: the template covers any n).
                 let n = other
@@ -336,6 +355,7 @@ impl ServerHandler for FixtureServer {
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         Ok(ListResourceTemplatesResult::with_all_items(vec![
             ResourceTemplate::new("fixture://item/{n}", "item").with_mime_type("text/plain"),
+            ResourceTemplate::new("fixture://sized/{n}", "sized").with_mime_type("text/plain"),
         ]))
     }
 

@@ -33,6 +33,13 @@ pub const SERVER_EVERYTHING: (&str, &str) = (
     "node_modules/@modelcontextprotocol/server-everything/dist/index.js",
 );
 
+/// `@modelcontextprotocol/server-everything@2026.8.31`: markdown documents and two templates whose
+/// content changes every second.
+pub const SERVER_EVERYTHING_2026: (&str, &str) = (
+    "@modelcontextprotocol/server-everything@2026.8.31",
+    "node_modules/server-everything-2026/dist/index.js",
+);
+
 /// `@modelcontextprotocol/server-filesystem`: tools only; `resources/list` is -32601.
 pub const SERVER_FILESYSTEM: (&str, &str) = (
     "@modelcontextprotocol/server-filesystem@2026.1.14",

@@ -1,5 +1,6 @@
 //! Repository tasks. `cargo xtask ci` runs exactly what CI runs.
 
+mod bench;
 mod tidy;
 
 use std::{
@@ -15,6 +16,7 @@ const USAGE: &str = "usage: cargo xtask <task>
 tasks:
   ci      everything CI runs: format check, clippy (warnings are errors), the dependency
           rules, the peer servers, then every test
+  bench   run the benchmarks (release build) and print BENCHMARKS.md's tables
   peers   install the real MCP servers the tests use (npm ci into target/peers)
   tidy    check the architecture's dependency rules against cargo metadata";
 
@@ -22,6 +24,7 @@ fn main() {
     let task = std::env::args().nth(1);
     let outcome = match task.as_deref() {
         Some("ci") => ci(),
+        Some("bench") => bench::bench(),
         Some("peers") => peers().map(|_| ()),
         Some("tidy") => {
             tidy::check(&workspace_root()).map(|()| println!("tidy: dependency rules hold"))

@@ -90,3 +90,61 @@ async fn server_filesystem_has_no_resources_and_that_is_normal() {
     assert_eq!(listing["servers"][0]["last_error"], serde_json::Value::Null);
     client.cancel().await.unwrap();
 }
+
+// traces: SR-001.1, SR-001.4, REQ-071-024, REQ-071-027 — a real server whose template content
+// changes every second: each change read is a new version, and the first stays readable with a
+// checksum that matches its bytes.
+#[tokio::test]
+async fn server_everything_2026_changing_content_becomes_versions() {
+    let everything = peers::require(peers::SERVER_EVERYTHING_2026);
+    let dir = tempfile::tempdir().unwrap();
+    let script = everything.script.display().to_string();
+    let config = format!("[servers.demo]\ncommand = \"node\"\nargs = [{script:?}, \"stdio\"]\n");
+    let client = gateway(dir.path(), &config).await;
+
+    let listing = call(
+        &client,
+        "list_mcp_resources",
+        json!({"server": "demo", "filter_type": "file"}),
+    )
+    .await;
+    assert!(listing["total_count"].as_u64().unwrap() >= 7, "{listing}");
+    assert!(
+        listing["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["uri"].as_str().unwrap().ends_with(".md"))
+    );
+
+    let uri = "mcp://demo/demo_3A//resource/dynamic/text/1";
+    let first = call(&client, "read_mcp_resource", json!({"resource_uri": uri})).await;
+    assert_eq!(first["version"]["version"], "v1");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let second = call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": uri, "use_cache": false}),
+    )
+    .await;
+    assert_ne!(
+        second["content"], first["content"],
+        "the upstream changed it"
+    );
+    assert_eq!(second["version"]["version"], "v2");
+
+    let v1 = call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": uri, "version": "v1"}),
+    )
+    .await;
+    assert_eq!(v1["content"], first["content"]);
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        first["content"].as_str().unwrap().as_bytes(),
+    );
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(v1["version"]["checksum"], format!("sha256:{hex}"));
+    client.cancel().await.unwrap();
+}

@@ -1,0 +1,118 @@
+//! `cargo xtask bench`: runs the benchmarks and prints their figures as the Markdown tables of
+//! BENCHMARKS.md, with each Quarry figure as a ratio of the floor measured in the same run.
+
+use std::{path::Path, process::Command};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::{cargo, run, workspace_root};
+
+const SIZES: [&str; 3] = ["1KiB", "64KiB", "1MiB"];
+
+/// Criterion's point estimate (the median when present, else the mean) in nanoseconds.
+fn estimate(root: &Path, id: &str) -> Result<f64> {
+    let path = root
+        .join("target/criterion")
+        .join(id)
+        .join("new/estimates.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{} (did the bench run?)", path.display()))?;
+    let v: Value = serde_json::from_str(&text)?;
+    v["median"]["point_estimate"]
+        .as_f64()
+        .or_else(|| v["mean"]["point_estimate"].as_f64())
+        .context("no point estimate")
+}
+
+fn human(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+pub(crate) fn bench() -> Result<()> {
+    let root = workspace_root();
+    let mut read = cargo();
+    read.args(["bench", "-p", "quarry", "--bench", "read"]);
+    // Criterion's running commentary goes to stderr; stdout is left for the tables.
+    read.stdout(std::io::stderr());
+    run("bench: reads", read)?;
+    let mut memory = cargo();
+    memory.args(["bench", "-p", "quarry-cache-lru", "--bench", "memory"]);
+    let out = memory.output().context("bench: cache memory")?;
+    if !out.status.success() {
+        bail!(
+            "bench: cache memory failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let memory_line = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(str::to_owned)
+        .context("the memory bench printed no figures")?;
+
+    println!("### Cached read, in process (median)\n");
+    println!("| size | with checksum | without checksum |");
+    println!("|---|---|---|");
+    for size in SIZES {
+        let with = estimate(&root, &format!("cached_read_in_process/checksum/{size}"))?;
+        let without = estimate(&root, &format!("cached_read_in_process/no_checksum/{size}"))?;
+        println!("| {size} | {} | {} |", human(with), human(without));
+    }
+    println!("\n### One read over stdio (median; ratio to the direct floor)\n");
+    println!(
+        "| size | direct to upstream (floor) | Quarry `resources/read`, cached | Quarry `read_mcp_resource`, cached |"
+    );
+    println!("|---|---|---|---|");
+    for size in SIZES {
+        let floor = estimate(&root, &format!("read_stdio/direct_floor/{size}"))?;
+        let native = estimate(&root, &format!("read_stdio/quarry_resources_read/{size}"))?;
+        let tool = estimate(&root, &format!("read_stdio/quarry_read_tool/{size}"))?;
+        println!(
+            "| {size} | {} | {} ({:.2}×) | {} ({:.2}×) |",
+            human(floor),
+            human(native),
+            native / floor,
+            human(tool),
+            tool / floor
+        );
+    }
+    let invalidation = estimate(&root, "invalidation/resources_updated_to_evicted_http")?;
+    println!("\n### Invalidation (median)\n");
+    println!(
+        "| from `notifications/resources/updated` sent by the upstream (streamable HTTP, loopback) to the cached entry gone | {} |",
+        human(invalidation)
+    );
+    println!("|---|---|");
+    let m: Value = serde_json::from_str(&memory_line)?;
+    println!("\n### Cache memory at its budget\n");
+    println!("| budget | accounted | entries | inserted | process RSS growth | RSS / budget |");
+    println!("|---|---|---|---|---|---|");
+    let mib = |k: &str| m[k].as_f64().unwrap_or(0.0) / (1024.0 * 1024.0);
+    println!(
+        "| {:.0} MiB | {:.1} MiB | {} | {:.0} MiB | {:.1} MiB | {:.2} |",
+        mib("budget_bytes"),
+        mib("accounted_bytes"),
+        m["entries"],
+        mib("inserted_bytes"),
+        mib("rss_growth_bytes"),
+        m["rss_over_budget"].as_f64().unwrap_or(0.0)
+    );
+    let cpu = Command::new("sh")
+        .args(["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"])
+        .output();
+    if let Ok(cpu) = cpu {
+        println!(
+            "\nMachine: {} cores,{}",
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            String::from_utf8_lossy(&cpu.stdout).trim_end()
+        );
+    }
+    Ok(())
+}
