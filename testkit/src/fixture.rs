@@ -513,11 +513,12 @@ pub async fn serve_http(args: FixtureArgs, addr: SocketAddr) -> anyhow::Result<H
     })
 }
 
-/// The `quarry-fixture` program built beside the running test, built first if it is missing, so
-/// a test can run the fixture as a real child process over stdio.
+/// The `quarry-fixture` program built beside the running test, so a test can run the fixture as a
+/// real child process over stdio. It is (re)built first, so a test never runs a stale fixture,
+/// unless `QUARRY_FIXTURE_PREBUILT` says the test command has just built it.
 ///
 /// # Panics
-/// When the program is missing and cannot be built.
+/// When the program cannot be built.
 pub fn program() -> std::path::PathBuf {
     static PROGRAM: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     PROGRAM
@@ -530,7 +531,7 @@ pub fn program() -> std::path::PathBuf {
                 .and_then(|deps| deps.parent())
                 .expect("a target directory");
             let program = profile_dir.join(&name);
-            if !program.is_file() {
+            if !program.is_file() || std::env::var_os("QUARRY_FIXTURE_PREBUILT").is_none() {
                 let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
                 let status = std::process::Command::new(cargo)
                     .args([

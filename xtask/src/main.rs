@@ -142,7 +142,8 @@ fn ci() -> Result<()> {
     } else {
         test.args(["test", "--workspace", "--locked", "--no-fail-fast"]);
     }
-    test.env("QUARRY_PEERS_DIR", &peers);
+    test.env("QUARRY_PEERS_DIR", &peers)
+        .env("QUARRY_FIXTURE_PREBUILT", "1");
     run("tests", test)?;
     eprintln!("==> ci passed in {:.0}s", started.elapsed().as_secs_f64());
     Ok(())

@@ -19,7 +19,7 @@ use tokio::{
     process::{Child, Command},
 };
 
-use crate::{handler::UpstreamHandler, session::RmcpSession};
+use crate::{guard::LineGuard, handler::UpstreamHandler, session::RmcpSession};
 
 /// Environment variables a child inherits from the gateway; everything else it gets must be
 /// configured for it explicitly. Secrets in the gateway's environment never leak to upstreams.
@@ -147,8 +147,11 @@ impl UpstreamConnector for RmcpConnector {
                         "child has no stdio pipes".into(),
                     ));
                 };
-                let transport = AsyncRwTransport::new_client(stdout, stdin)
-                    .with_max_line_length(self.max_message_bytes());
+                let limit = self.max_message_bytes();
+                // The guard cuts oversized lines at `limit`; rmcp's own bound sits just above, so
+                // the cut stub reaches its parser (and is ignored) rather than its discard path.
+                let transport = AsyncRwTransport::new_client(LineGuard::new(stdout, limit), stdin)
+                    .with_max_line_length(limit.saturating_add(1024));
                 let service = tokio::time::timeout(deadline, handler.clone().serve(transport))
                     .await
                     .map_err(|_| UpstreamError::Timeout(timeout_ms))?
@@ -168,9 +171,13 @@ impl UpstreamConnector for RmcpConnector {
                 let mut retry = ExponentialBackoff::default();
                 retry.max_times = Some(3);
                 retry.max_delay = Some(Duration::from_secs(30));
+                // rmcp treats a message over these bounds as fatal to the whole session, so they
+                // sit at twice the message limit: memory stays bounded, and content merely over
+                // the configured size is refused (E008) by the session, which lives on.
+                let ceiling = self.max_message_bytes().saturating_mul(2);
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .max_json_response_size(self.max_message_bytes())
-                    .max_sse_event_size(self.max_message_bytes())
+                    .max_json_response_size(ceiling)
+                    .max_sse_event_size(ceiling)
                     .reinit_on_expired_session(true);
                 config.retry_config = Arc::new(retry);
                 let transport =

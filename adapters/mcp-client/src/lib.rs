@@ -9,6 +9,7 @@
 
 mod connector;
 mod errors;
+mod guard;
 mod handler;
 mod session;
 

@@ -201,7 +201,15 @@ impl UpstreamSession for RmcpSession {
                 true,
                 self.peer.read_resource(ReadResourceRequestParams::new(uri)),
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // The transport refused the message; report it against the content limit.
+                UpstreamError::TooLarge { size, .. } => UpstreamError::TooLarge {
+                    size: size.saturating_mul(3) / 4,
+                    limit: self.max_content_bytes,
+                },
+                other => other,
+            })?;
         let ttl = result.ttl_ms.map(Duration::from_millis);
         let private = result.cache_scope == Some(CacheScope::Private);
         let mut contents = result.contents;

@@ -353,3 +353,55 @@ async fn caching_hints_are_reported() {
     session.close().await;
     plain.close().await;
 }
+
+// traces: RC-4 — content over the limit is refused (E008) long before the request's deadline,
+// and the session lives on. Over stdio even a huge message is cut while it arrives; over HTTP a
+// message past twice the limit ends the session (rmcp treats it as fatal), so that case is E003.
+#[tokio::test]
+async fn oversized_content_is_refused_while_receiving() {
+    let limit = 64 * 1024;
+    let mut stdio = stdio_spec("huge-stdio", &[]);
+    stdio.timeout = Duration::from_secs(20);
+    let server = fixture::serve_http(FixtureArgs::default(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let mut http = ServerSpec::new(
+        ServerName::parse("huge-http").unwrap(),
+        Endpoint::Http {
+            url: server.url.clone(),
+        },
+    );
+    http.timeout = Duration::from_secs(20);
+    for (spec, sizes) in [(stdio, &[100_000, 4_000_000][..]), (http, &[100_000][..])] {
+        let session = RmcpConnector::new(limit)
+            .unwrap()
+            .connect(&spec, observer().0)
+            .await
+            .unwrap();
+        for size in sizes {
+            let started = std::time::Instant::now();
+            let err = session
+                .read(&format!("fixture://sized/{size}"), u64::MAX)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, UpstreamError::TooLarge { limit: 65_536, .. }),
+                "{} {size}: {err:?}",
+                spec.name
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{}: took {:?}",
+                spec.name,
+                started.elapsed()
+            );
+            // The session survives and serves the next request.
+            assert!(
+                session.read("fixture://sized/1000", u64::MAX).await.is_ok(),
+                "{}",
+                spec.name
+            );
+        }
+        session.close().await;
+    }
+}
