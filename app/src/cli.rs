@@ -55,9 +55,6 @@ pub enum Command {
     Servers(JsonFlag),
     /// List the versions Quarry has recorded for a resource (each distinct content it has read).
     Versions(VersionsArgs),
-    /// Manage the cache of resource content and listings.
-    #[command(subcommand)]
-    Cache(CacheCommand),
     /// Run a self-contained demo: two fixture upstreams (stdio and HTTP), a listing across both,
     /// and one resource read twice, the second time from cache. Needs nothing but this binary.
     Demo(JsonFlag),
@@ -134,29 +131,6 @@ pub struct VersionsArgs {
     pub json: bool,
 }
 
-/// `quarry cache ...`.
-#[derive(Debug, Subcommand)]
-pub enum CacheCommand {
-    /// Drop cached content and listings (all, one server's, or one resource's) so the next reads
-    /// go to the upstreams. The cache is per process: this acts on a running `quarry serve` only
-    /// through its purge_mcp_cache tool.
-    Purge(PurgeArgs),
-}
-
-/// `quarry cache purge` options.
-#[derive(Debug, Args)]
-pub struct PurgeArgs {
-    /// Only this server.
-    #[arg(long)]
-    pub server: Option<String>,
-    /// Only this resource (gateway URI).
-    #[arg(long)]
-    pub uri: Option<String>,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
 /// `quarry fixture` options.
 #[derive(Debug, Args)]
 pub struct FixtureCommand {
@@ -219,9 +193,6 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
         Command::Read(args) => with_service(&settings, |s| read(s, args)).await,
         Command::Servers(flag) => with_service(&settings, |s| servers(s, flag.json)).await,
         Command::Versions(args) => with_service(&settings, |s| versions(s, args)).await,
-        Command::Cache(CacheCommand::Purge(args)) => {
-            with_service(&settings, |s| purge(s, args)).await
-        }
     }
 }
 
@@ -309,27 +280,6 @@ async fn versions(service: Arc<ResourceService>, args: VersionsArgs) -> Result<(
         render::json(&mut out, &versions)?;
     } else {
         render::versions(&mut out, &versions)?;
-    }
-    Ok(())
-}
-
-async fn purge(service: Arc<ResourceService>, args: PurgeArgs) -> Result<(), Failure> {
-    let server = args
-        .server
-        .as_deref()
-        .map(quarry_domain::ServerName::parse)
-        .transpose()?;
-    let uri = args.uri.as_deref().map(ResourceUri::parse).transpose()?;
-    let report = service.purge(server, uri).await?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        render::json(&mut out, &report)?;
-    } else {
-        writeln!(
-            out,
-            "purged {} cached contents and {} listings",
-            report.contents, report.listings
-        )?;
     }
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! - `fixture://counter`          text/plain, changes when the `bump` tool is called
 //! - `fixture://slow`             answers after `--slow-ms`
 //! - `fixture://fail`             always answers with an internal error
+//! - `fixture://broken/base64`    (unlisted) a blob that is not base64
 //! - `fixture://item/{n}`         `--resources N` generated text resources, listed `--page-size`
 //!   at a time; also a template
 //! - `fixture://big.txt`          `--big-kb N` KiB of text (when N > 0)
@@ -268,6 +269,13 @@ impl FixtureServer {
                 "this resource always fails",
                 None,
             )),
+            // Not listed: a blob that is not base64, for tests of what a broken server sends.
+            "fixture://broken/base64" => Ok(ResourceContents::BlobResourceContents {
+                uri: uri.to_owned(),
+                mime_type: Some("application/octet-stream".into()),
+                blob: "this is *not* base64!".into(),
+                meta: None,
+            }),
             "fixture://blob/bytes.bin" => Ok(ResourceContents::BlobResourceContents {
                 uri: uri.to_owned(),
                 mime_type: Some("application/octet-stream".into()),

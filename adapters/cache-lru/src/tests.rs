@@ -100,7 +100,7 @@ proptest! {
     // traces: SR-002.3 — the cache never exceeds its byte budget, its accounting is exact, and it
     // evicts the least recently used entry first (checked against a reference model).
     #[test]
-    fn never_over_budget_and_evicts_least_recently_used(ops in proptest::collection::vec(op(), 1..200)) {
+    fn ca_3_never_over_budget_and_evicts_least_recently_used(ops in proptest::collection::vec(op(), 1..200)) {
         block_on(async {
             let capacity = 10_000u64;
             let cache = LruContentCache::new(capacity);

@@ -315,7 +315,7 @@ async fn an_upstream_ttl_hint_shortens_the_cache_lifetime() {
 
 // traces: CA-1 — content an upstream marks private is never served to another principal.
 #[tokio::test]
-async fn private_content_is_cached_per_principal() {
+async fn ca_1_private_content_is_cached_per_principal() {
     let w = world_with(FakeSession {
         private: true,
         ..FakeSession::default()
@@ -518,7 +518,7 @@ async fn listings_are_cached_counted_and_bypassable() {
 
 // traces: CA-2, SR-001.5 — after resources/updated no read returns the old content.
 #[tokio::test]
-async fn an_update_announcement_invalidates_the_cached_content() {
+async fn ca_2_an_update_announcement_invalidates_the_cached_content() {
     let w = world().await;
     w.service.read_resource(read(A)).await.unwrap();
     w.docs.set("file:///a.txt", text("updated"));
@@ -543,7 +543,7 @@ async fn an_update_announcement_invalidates_the_cached_content() {
 // (The fake times out rather than refusing, so no retry schedule runs; the binary's test kills a
 // real process.)
 #[tokio::test]
-async fn a_down_upstream_gets_stale_content_served_with_its_error() {
+async fn av_5_a_down_upstream_gets_stale_content_served_with_its_error() {
     let w = world().await;
     w.service.read_resource(read(A)).await.unwrap();
     w.clock.advance(301);
@@ -575,7 +575,7 @@ async fn a_down_upstream_gets_stale_content_served_with_its_error() {
 
 // traces: REQ-071-033, REQ-071-034, REQ-071-035, REQ-071-036, IV-3
 #[tokio::test]
-async fn ranges_cut_bytes_and_never_return_broken_text() {
+async fn iv_3_ranges_cut_bytes_and_never_return_broken_text() {
     let w = world().await;
     let ranged = |offset, limit| ReadRequest {
         range: ByteRange::new(offset, Some(limit)).unwrap(),

@@ -204,7 +204,7 @@ async fn reads_return_upstream_bytes_exactly_and_the_second_read_comes_from_cach
 // traces: IV-1, IV-2, IV-3, IV-4 — every bad input gets its code and a clear message, and the
 // gateway keeps serving.
 #[tokio::test]
-async fn bad_input_gets_the_right_code_and_never_a_panic() {
+async fn iv_1_to_iv_4_bad_input_gets_the_right_code_and_never_a_panic() {
     let (_dir, _notes, client) = two_upstreams().await;
     let cases = [
         (
@@ -373,7 +373,7 @@ async fn bad_input_gets_the_right_code_and_never_a_panic() {
 // traces: TR-7 — malformed JSON on stdin is answered with a JSON-RPC error and stdout carries only
 // JSON-RPC messages.
 #[tokio::test]
-async fn stdout_carries_only_mcp_even_after_garbage_input() {
+async fn tr_7_stdout_carries_only_mcp_even_after_garbage_input() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let mut child = tokio::process::Command::new(crate::support::QUARRY)

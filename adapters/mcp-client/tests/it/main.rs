@@ -164,7 +164,7 @@ async fn the_page_bound_holds() {
 
 // traces: AV-3 — every upstream call has a timeout.
 #[tokio::test]
-async fn a_slow_read_times_out_at_the_servers_deadline() {
+async fn av_3_a_slow_read_times_out_at_the_servers_deadline() {
     let mut spec = stdio_spec("slow", &["--slow-ms", "5000"]);
     spec.timeout = Duration::from_millis(300);
     let session = connect(&spec).await;
@@ -245,7 +245,7 @@ async fn an_unreachable_http_endpoint_fails_within_the_timeout() {
 
 // traces: UC-4 — stdio upstreams get a minimal environment, never the gateway's own variables.
 #[tokio::test]
-async fn children_do_not_inherit_the_gateways_environment() {
+async fn uc_4_children_do_not_inherit_the_gateways_environment() {
     // cargo sets CARGO_PKG_NAME for every test process; a child that inherited our environment
     // would have it too.
     assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
@@ -304,7 +304,7 @@ fn fixture_children() -> Vec<u32> {
 
 // traces: CA-2 — upstream announcements reach the observer, and subscriptions are made.
 #[tokio::test]
-async fn updates_and_list_changes_are_announced_to_the_observer() {
+async fn ca_2_updates_and_list_changes_are_announced_to_the_observer() {
     let server = fixture::serve_http(FixtureArgs::default(), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -358,7 +358,7 @@ async fn caching_hints_are_reported() {
 // and the session lives on. Over stdio even a huge message is cut while it arrives; over HTTP a
 // message past twice the limit ends the session (rmcp treats it as fatal), so that case is E003.
 #[tokio::test]
-async fn oversized_content_is_refused_while_receiving() {
+async fn rc_4_oversized_content_is_refused_while_receiving() {
     let limit = 64 * 1024;
     let mut stdio = stdio_spec("huge-stdio", &[]);
     stdio.timeout = Duration::from_secs(20);
@@ -404,4 +404,24 @@ async fn oversized_content_is_refused_while_receiving() {
         }
         session.close().await;
     }
+}
+
+// traces: RC-5 — binary content round-trips byte for byte (see the stdio and HTTP tests above);
+// a blob that is not base64 is an error, not garbage.
+#[tokio::test]
+async fn rc_5_invalid_base64_from_an_upstream_is_an_error() {
+    let session = connect(&stdio_spec("broken", &[])).await;
+    let err = session
+        .read("fixture://broken/base64", MB)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, UpstreamError::Protocol(m) if m.contains("base64")),
+        "{err:?}"
+    );
+    assert!(
+        session.read("fixture://blob/bytes.bin", MB).await.is_ok(),
+        "the session lives on"
+    );
+    session.close().await;
 }
