@@ -63,3 +63,18 @@ pub fn require(peer: (&'static str, &'static str)) -> NodePeer {
         script,
     }
 }
+
+/// The Python interpreter of the venv holding the pinned Python MCP SDK, and the smoke script.
+///
+/// # Panics
+/// When the venv is not installed: run `cargo xtask peers`.
+pub fn python_sdk() -> (PathBuf, PathBuf) {
+    let python = dir().join("venv/bin/python");
+    assert!(
+        python.is_file(),
+        "the Python MCP SDK is not installed at {}; run `cargo xtask peers` (the test command does)",
+        python.display()
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/smoke.py");
+    (python, script)
+}

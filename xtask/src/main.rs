@@ -17,7 +17,7 @@ tasks:
   ci      everything CI runs: format check, clippy (warnings are errors), the dependency
           rules, the peer servers, then every test
   bench   run the benchmarks (release build) and print BENCHMARKS.md's tables
-  peers   install the real MCP servers the tests use (npm ci into target/peers)
+  peers   install the real MCP servers and the Python SDK the tests use (into target/peers)
   tidy    check the architecture's dependency rules against cargo metadata";
 
 fn main() {
@@ -77,7 +77,8 @@ fn have(program: &str, arg: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Installs the pinned peer servers with `npm ci` unless the installed lock file already matches.
+/// Installs the pinned peer servers with `npm ci` unless the installed lock file already matches,
+/// and the pinned Python MCP SDK into a venv beside them.
 fn peers() -> Result<PathBuf> {
     let root = workspace_root();
     let source = root.join("testkit/peers");
@@ -86,23 +87,50 @@ fn peers() -> Result<PathBuf> {
         .context("testkit/peers/package-lock.json")?;
     let installed = std::fs::read(target.join("package-lock.json")).ok();
     if installed.as_deref() == Some(lock.as_slice()) && target.join("node_modules").is_dir() {
-        eprintln!("==> peers: up to date in {}", target.display());
-        return Ok(target);
+        eprintln!("==> peers: npm packages up to date in {}", target.display());
+    } else {
+        if !have("npm", "--version") {
+            bail!(
+                "npm is needed to install the peer MCP servers: install Node.js 20+ with npm (Debian: apt-get install nodejs npm)"
+            );
+        }
+        std::fs::create_dir_all(&target)?;
+        for file in ["package.json", "package-lock.json"] {
+            std::fs::copy(source.join(file), target.join(file))?;
+        }
+        let mut npm = Command::new("npm");
+        npm.args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&target);
+        run("peers: npm ci", npm)?;
     }
-    if !have("npm", "--version") {
+    python_peers(&target)?;
+    Ok(target)
+}
+
+/// Installs the pinned Python MCP SDK into `target/peers/venv` unless it is there already.
+fn python_peers(target: &Path) -> Result<()> {
+    let requirements = workspace_root().join("testkit/peers/requirements.txt");
+    let wanted = std::fs::read(&requirements).context("testkit/peers/requirements.txt")?;
+    let venv = target.join("venv");
+    let stamp = venv.join("quarry-requirements.txt");
+    if std::fs::read(&stamp).ok().as_deref() == Some(wanted.as_slice()) {
+        eprintln!("==> peers: Python SDK up to date in {}", venv.display());
+        return Ok(());
+    }
+    if !have("python3", "--version") {
         bail!(
-            "npm is needed to install the peer MCP servers: install Node.js 20+ with npm (Debian: apt-get install nodejs npm)"
+            "python3 (3.10+) with venv is needed for the Python SDK smoke check (Debian: apt-get install python3 python3-venv)"
         );
     }
-    std::fs::create_dir_all(&target)?;
-    for file in ["package.json", "package-lock.json"] {
-        std::fs::copy(source.join(file), target.join(file))?;
-    }
-    let mut npm = Command::new("npm");
-    npm.args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-        .current_dir(&target);
-    run("peers: npm ci", npm)?;
-    Ok(target)
+    let mut create = Command::new("python3");
+    create.args(["-m", "venv", "--clear"]).arg(&venv);
+    run("peers: python venv", create)?;
+    let mut pip = Command::new(venv.join("bin/pip"));
+    pip.args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(&requirements);
+    run("peers: pip install", pip)?;
+    std::fs::write(stamp, wanted)?;
+    Ok(())
 }
 
 fn ci() -> Result<()> {

@@ -148,3 +148,33 @@ async fn server_everything_2026_changing_content_becomes_versions() {
     assert_eq!(v1["version"]["checksum"], format!("sha256:{hex}"));
     client.cancel().await.unwrap();
 }
+
+// A second client implementation: the official Python SDK drives `quarry serve` over stdio.
+#[test]
+fn the_python_sdk_lists_and_reads_through_quarry() {
+    let (python, script) = peers::python_sdk();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("quarry.toml");
+    std::fs::write(
+        &config,
+        crate::support::stdio_fixture("files", &["--resources", "3"]),
+    )
+    .unwrap();
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(crate::support::QUARRY)
+        .arg(&config)
+        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["total_count"], 9);
+    assert_eq!(summary["native_resources"], 9);
+    assert_eq!(summary["read"], "bytes 0-17/18");
+}

@@ -1,0 +1,62 @@
+"""Smoke check of `quarry serve` by the official Python MCP SDK: a client Quarry did not write.
+
+Usage: python smoke.py QUARRY_BINARY CONFIG_FILE
+
+Lists the tools, lists resources through the tool and through resources/list, reads one resource
+both ways, and prints a JSON summary. Exits non-zero on any mismatch.
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+def structured(result):
+    for name in ("structured_content", "structuredContent"):
+        value = getattr(result, name, None)
+        if value is not None:
+            return value
+    raise SystemExit(f"no structured content in {result!r}")
+
+
+async def main(quarry: str, config: str) -> None:
+    params = StdioServerParameters(command=quarry, args=["serve", "--config", config])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            tools = sorted(t.name for t in (await session.list_tools()).tools)
+            expected = sorted(["list_mcp_resources", "read_mcp_resource", "list_mcp_resource_versions", "purge_mcp_cache"])
+            assert tools == expected, tools
+
+            listing = structured(await session.call_tool("list_mcp_resources", {"limit": 1000}))
+            assert listing["success"] is True, listing
+            uris = [r["uri"] for r in listing["resources"]]
+            target = "mcp://files/fixture_3A//text/hello.txt"
+            assert target in uris, uris
+
+            read = structured(await session.call_tool("read_mcp_resource", {"resource_uri": target}))
+            assert read["content"] == "Hello from files!\n", read
+
+            bad = await session.call_tool("read_mcp_resource", {"resource_uri": "nope"})
+            assert getattr(bad, "is_error", None) or getattr(bad, "isError", None), bad
+            assert structured(bad)["error_code"] == "E001", structured(bad)
+
+            native = await session.list_resources()
+            assert len(native.resources) == listing["total_count"], (len(native.resources), listing["total_count"])
+            contents = (await session.read_resource(target)).contents
+            assert contents[0].text == read["content"], contents
+
+            print(json.dumps({
+                "tools": tools,
+                "total_count": listing["total_count"],
+                "read": read["content_range"],
+                "version": read["version"]["version"],
+                "native_resources": len(native.resources),
+            }))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
