@@ -16,7 +16,7 @@ use std::{collections::BTreeMap, process::Stdio, sync::Arc, time::Duration};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use quarry::{
-    config::{RetryPolicy, ServerSettings},
+    config::{ServerSettings, Supervision},
     service::{ResourceService, ServiceOptions},
 };
 use quarry_cache_lru::LruContentCache;
@@ -89,10 +89,7 @@ async fn service_over(
 ) -> ResourceService {
     let spec = ServerSpec::new(ServerName::parse(name).unwrap(), endpoint);
     ResourceService::new(
-        vec![ServerSettings {
-            spec,
-            retry: RetryPolicy::default(),
-        }],
+        vec![ServerSettings::new(spec)],
         Arc::new(RmcpConnector::new(50 * 1024 * 1024).unwrap()),
         cache,
         Arc::new(SqliteStore::in_memory(Retention::default()).await.unwrap()),
@@ -102,6 +99,7 @@ async fn service_over(
             cache_ttl: Duration::from_secs(3600),
             max_resource_bytes: 50 * 1024 * 1024,
             classifier: Classifier::default(),
+            supervision: Supervision::default(),
         },
     )
 }

@@ -172,6 +172,7 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
         Command::Demo(flag) => demo::run(flag.json).await,
         Command::Serve(_) => {
             let service = compose::build(&settings).await?;
+            service.start_supervision();
             tracing::info!(
                 servers = settings.servers.len(),
                 config = %settings.source.as_ref().map_or("(defaults)".into(), |p| p.display().to_string()),

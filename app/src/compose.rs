@@ -52,6 +52,7 @@ pub async fn build(settings: &Settings) -> Result<Arc<ResourceService>, Error> {
             cache_ttl: settings.cache_ttl,
             max_resource_bytes: settings.max_resource_bytes,
             classifier: settings.classifier.clone(),
+            supervision: settings.supervision,
         },
     )))
 }

@@ -68,6 +68,8 @@ struct File {
     versions: VersionsSection,
     #[serde(default)]
     results: ResultsSection,
+    #[serde(default)]
+    upstreams: UpstreamsSection,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -136,6 +138,44 @@ struct ServerSection {
     retry_attempts: Option<u32>,
     retry_delay: Option<f64>,
     max_pages: Option<u32>,
+    pool_size: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpstreamsSection {
+    #[serde(default = "default_health_seconds")]
+    health_check_seconds: f64,
+    #[serde(default = "default_circuit_threshold")]
+    circuit_threshold: u32,
+    #[serde(default = "default_jitter")]
+    backoff_jitter: f64,
+    #[serde(default = "default_drain_seconds")]
+    shutdown_drain_seconds: f64,
+}
+
+impl Default for UpstreamsSection {
+    fn default() -> Self {
+        Self {
+            health_check_seconds: default_health_seconds(),
+            circuit_threshold: default_circuit_threshold(),
+            backoff_jitter: default_jitter(),
+            shutdown_drain_seconds: default_drain_seconds(),
+        }
+    }
+}
+
+fn default_health_seconds() -> f64 {
+    60.0
+}
+fn default_circuit_threshold() -> u32 {
+    5
+}
+fn default_jitter() -> f64 {
+    0.2
+}
+fn default_drain_seconds() -> f64 {
+    10.0
 }
 
 #[derive(Debug, Deserialize)]
@@ -247,13 +287,53 @@ impl Default for RetryPolicy {
     }
 }
 
-/// A registered server and its retry policy.
+/// A registered server, its retry policy and its pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSettings {
     /// Name, id, endpoint, timeout, page bound.
     pub spec: ServerSpec,
-    /// Retries for reads.
+    /// Retries for reads, and the base of the reconnection backoff.
     pub retry: RetryPolicy,
+    /// Most sessions (stdio: processes) held open to the server at once.
+    pub pool_size: u32,
+}
+
+impl ServerSettings {
+    /// The default pool size (the spec's "10 connections per server").
+    pub const DEFAULT_POOL_SIZE: u32 = 10;
+
+    /// A server with the default retry policy and pool.
+    pub fn new(spec: ServerSpec) -> Self {
+        Self {
+            spec,
+            retry: RetryPolicy::default(),
+            pool_size: Self::DEFAULT_POOL_SIZE,
+        }
+    }
+}
+
+/// How upstreams are supervised while serving.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Supervision {
+    /// How often live sessions are pinged.
+    pub health_interval: Duration,
+    /// Consecutive failures after which the circuit opens.
+    pub circuit_threshold: u32,
+    /// Random spread of each backoff delay, as a fraction of it (0.2: ±20 %).
+    pub jitter: f64,
+    /// How long shutdown waits for requests in flight.
+    pub drain: Duration,
+}
+
+impl Default for Supervision {
+    fn default() -> Self {
+        Self {
+            health_interval: Duration::from_secs(60),
+            circuit_threshold: 5,
+            jitter: 0.2,
+            drain: Duration::from_secs(10),
+        }
+    }
 }
 
 /// Validated settings.
@@ -281,6 +361,8 @@ pub struct Settings {
     pub retention: Retention,
     /// The most content bytes one tool result carries.
     pub inline_limit_bytes: u64,
+    /// How upstreams are supervised.
+    pub supervision: Supervision,
 }
 
 /// Where the store goes when the configuration does not say: `$XDG_DATA_HOME/quarry/quarry.db`,
@@ -395,6 +477,30 @@ impl Settings {
             }
             servers.push(server);
         }
+        let u = &file.upstreams;
+        let supervision = Supervision {
+            health_interval: seconds(
+                "upstreams.health_check_seconds",
+                u.health_check_seconds,
+                86_400.0,
+            )
+            .map_err(|e| at(e.message().to_owned()))?,
+            circuit_threshold: u.circuit_threshold.max(1),
+            jitter: if (0.0..=1.0).contains(&u.backoff_jitter) {
+                u.backoff_jitter
+            } else {
+                return Err(at(format!(
+                    "upstreams.backoff_jitter must be between 0 and 1, got {}",
+                    u.backoff_jitter
+                )));
+            },
+            drain: seconds(
+                "upstreams.shutdown_drain_seconds",
+                u.shutdown_drain_seconds,
+                3600.0,
+            )
+            .map_err(|e| at(e.message().to_owned()))?,
+        };
         let classifier = Classifier::new(file.classification.rules)
             .map_err(|e| at(format!("classification.rules: {}", e.message())))?;
         Ok(Self {
@@ -415,6 +521,7 @@ impl Settings {
                 bytes: file.versions.retain_mb.saturating_mul(1024 * 1024),
             },
             inline_limit_bytes: file.results.inline_limit_kb.saturating_mul(1024),
+            supervision,
         })
     }
 }
@@ -502,7 +609,21 @@ fn server_settings(name: &str, s: ServerSection) -> Result<ServerSettings, Error
     if let Some(d) = s.retry_delay {
         retry.delay = seconds(&key("retry_delay"), d, 30.0)?;
     }
-    Ok(ServerSettings { spec, retry })
+    let pool_size = match s.pool_size {
+        None => ServerSettings::DEFAULT_POOL_SIZE,
+        Some(n) if (1..=100).contains(&n) => n,
+        Some(n) => {
+            return Err(Error::invalid(format!(
+                "{} must be between 1 and 100, got {n}",
+                key("pool_size")
+            )));
+        }
+    };
+    Ok(ServerSettings {
+        spec,
+        retry,
+        pool_size,
+    })
 }
 
 /// `QUARRY_*` variables that override a file key.

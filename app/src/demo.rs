@@ -14,15 +14,15 @@ use serde_json::json;
 use crate::{
     cli::Failure,
     compose,
-    config::{RetryPolicy, ServerSettings, Settings},
+    config::{ServerSettings, Settings},
     render,
 };
 
 fn server(name: &str, endpoint: Endpoint) -> Result<ServerSettings, Error> {
-    Ok(ServerSettings {
-        spec: ServerSpec::new(ServerName::parse(name)?, endpoint),
-        retry: RetryPolicy::default(),
-    })
+    Ok(ServerSettings::new(ServerSpec::new(
+        ServerName::parse(name)?,
+        endpoint,
+    )))
 }
 
 pub(crate) async fn run(as_json: bool) -> Result<(), Failure> {

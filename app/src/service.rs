@@ -20,15 +20,16 @@ use quarry_domain::{
 use quarry_ports::{
     CachedContent, Clock, ContentCache, Fetched, GatewayTemplate, PurgeReport, ReadRequest,
     ResourceGateway, ResourceKey, UpstreamConnector, UpstreamError, UpstreamObserver,
-    UpstreamResource, UpstreamSession, VersionStore,
+    UpstreamResource, VersionStore,
 };
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::ServerSettings,
+    config::{ServerSettings, Supervision},
     invalidation::Invalidator,
     listings::{CachedListing, ListingCache},
-    upstreams::{Upstream, Upstreams},
+    upstreams::{Lease, Upstream, Upstreams},
 };
 
 /// How the service caches and bounds content.
@@ -42,6 +43,8 @@ pub struct ServiceOptions {
     pub max_resource_bytes: u64,
     /// Resource type rules.
     pub classifier: Classifier,
+    /// Pools, circuit breakers and supervision of the upstreams.
+    pub supervision: Supervision,
 }
 
 /// Lists and reads resources across the registered upstream servers.
@@ -55,6 +58,7 @@ pub struct ResourceService {
     options: ServiceOptions,
     listings: Arc<ListingCache>,
     invalidator: Arc<Invalidator>,
+    stop: CancellationToken,
 }
 
 /// The SHA-256 digest of `bytes`.
@@ -95,7 +99,7 @@ impl ResourceService {
         let listings = Arc::new(ListingCache::default());
         let invalidator = Arc::new(Invalidator::new(cache.clone(), listings.clone()));
         Self {
-            upstreams: Upstreams::new(servers),
+            upstreams: Upstreams::new(servers, options.supervision),
             connector,
             cache,
             store,
@@ -103,26 +107,51 @@ impl ResourceService {
             options,
             listings,
             invalidator,
+            stop: CancellationToken::new(),
         }
     }
 
-    /// Ends every upstream session and stops their child processes.
+    /// Starts supervising every upstream: connect now, reconnect on the backoff schedule after a
+    /// failure, check health. For a long-running gateway; one-shot commands connect on demand.
+    pub fn start_supervision(&self) {
+        for upstream in self.upstreams.all() {
+            let invalidator = self.invalidator.clone();
+            let on_new = move |server: ServerName| {
+                let invalidator = invalidator.clone();
+                tokio::spawn(async move { invalidator.forget_server(&server).await });
+            };
+            tokio::spawn(upstream.clone().supervise(
+                self.connector.clone(),
+                self.invalidator.clone(),
+                on_new,
+                self.stop.child_token(),
+            ));
+        }
+    }
+
+    /// Every server's status as last seen, without contacting any.
+    pub fn servers_status(&self) -> Vec<ServerStatus> {
+        self.upstreams.all().iter().map(|u| u.status()).collect()
+    }
+
+    /// Stops supervision, lets requests in flight finish (up to the configured drain time), then
+    /// ends every upstream session and stops their child processes.
     pub async fn shutdown(&self) {
-        self.upstreams.close_all().await;
+        self.stop.cancel();
+        self.upstreams
+            .close_all(self.options.supervision.drain)
+            .await;
     }
 
     /// The upstream's session; a new session means announcements may have been missed, so what
     /// is cached for the server is dropped.
-    async fn session(
-        &self,
-        upstream: &Upstream,
-    ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
+    async fn session(&self, upstream: &Upstream) -> Result<Lease, UpstreamError> {
         let observer: Arc<dyn UpstreamObserver> = self.invalidator.clone();
-        let (session, is_new) = upstream.session(self.connector.as_ref(), observer).await?;
-        if is_new {
+        let lease = upstream.lease(self.connector.as_ref(), observer).await?;
+        if lease.is_new {
             self.invalidator.forget_server(upstream.name()).await;
         }
-        Ok(session)
+        Ok(lease)
     }
 
     fn ttl_until(&self, now: Timestamp, hint: Option<Duration>) -> Timestamp {

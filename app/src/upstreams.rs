@@ -1,21 +1,62 @@
-//! The registered upstream servers: one session each, opened when first needed, reopened when it
-//! dies, and a status that says honestly what happened last.
+//! The registered upstream servers, each with a pool of sessions, a circuit breaker and (when
+//! serving) a supervisor that reconnects on a backoff schedule and checks health.
+//!
+//! A request leases a session: the least-loaded live one, or a new one while every live session
+//! is busy and the pool has room; the number of requests in flight per server is bounded. After
+//! `circuit_threshold` consecutive failures the circuit opens: requests fail fast (E003) until the
+//! next attempt the backoff schedule allows (1 s, 2 s, 4 s ... at most 30 s, with jitter). Dead
+//! sessions are closed (their child processes reaped) as soon as they are noticed.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    ops::Deref,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use quarry_domain::{
     ConnectionStatus, Error, ErrorCode, ServerName, ServerSelector, ServerStatus, Timestamp,
 };
 use quarry_ports::{UpstreamConnector, UpstreamError, UpstreamObserver, UpstreamSession};
+use tokio::{
+    sync::{OwnedSemaphorePermit, Semaphore},
+    time::Instant,
+};
+use tokio_util::sync::CancellationToken;
 
-use crate::config::ServerSettings;
+use crate::config::{ServerSettings, Supervision};
 
-/// One registered server.
+/// Requests one session carries before the pool opens another.
+const PER_SESSION: usize = 8;
+
+/// A session lent to one request; returns its slot when dropped.
+pub(crate) struct Lease {
+    session: Arc<dyn UpstreamSession>,
+    /// True when the session was opened for this lease.
+    pub(crate) is_new: bool,
+    in_flight: Arc<AtomicUsize>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Deref for Lease {
+    type Target = dyn UpstreamSession;
+    fn deref(&self) -> &Self::Target {
+        self.session.as_ref()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 #[derive(Debug)]
-pub(crate) struct Upstream {
-    pub(crate) settings: ServerSettings,
-    session: tokio::sync::Mutex<Option<Arc<dyn UpstreamSession>>>,
-    status: Mutex<StatusRecord>,
+struct Pooled {
+    session: Arc<dyn UpstreamSession>,
+    in_flight: Arc<AtomicUsize>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -26,9 +67,51 @@ struct StatusRecord {
     last_error: Option<String>,
 }
 
+#[derive(Debug, Default)]
+struct Health {
+    /// Consecutive failures of the server (not of one resource).
+    failures: u32,
+    /// When the next connection attempt is due, after a failure.
+    next_attempt: Option<Instant>,
+}
+
+/// One registered server.
+#[derive(Debug)]
+pub(crate) struct Upstream {
+    pub(crate) settings: ServerSettings,
+    supervision: Supervision,
+    pool: tokio::sync::Mutex<Vec<Pooled>>,
+    permits: Arc<Semaphore>,
+    health: Mutex<Health>,
+    status: Mutex<StatusRecord>,
+    /// Wakes the supervisor when a failure changes the schedule.
+    wake: tokio::sync::Notify,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A failure of the server itself, as opposed to an answer about one resource.
+fn is_server_failure(e: &UpstreamError) -> bool {
+    matches!(
+        e,
+        UpstreamError::Unreachable(_) | UpstreamError::Timeout(_) | UpstreamError::Protocol(_)
+    )
+}
+
 impl Upstream {
-    fn record(&self) -> std::sync::MutexGuard<'_, StatusRecord> {
-        self.status.lock().unwrap_or_else(|e| e.into_inner())
+    fn new(settings: ServerSettings, supervision: Supervision) -> Self {
+        let capacity = settings.pool_size as usize * PER_SESSION;
+        Self {
+            settings,
+            supervision,
+            pool: tokio::sync::Mutex::new(Vec::new()),
+            permits: Arc::new(Semaphore::new(capacity)),
+            health: Mutex::new(Health::default()),
+            status: Mutex::new(StatusRecord::default()),
+            wake: tokio::sync::Notify::new(),
+        }
     }
 
     /// The server's name.
@@ -36,71 +119,149 @@ impl Upstream {
         &self.settings.spec.name
     }
 
-    /// The live session, connecting first if there is none or it died; the flag is true when the
-    /// session is new. Concurrent callers share one connection attempt.
-    pub(crate) async fn session(
+    /// The delay before connection attempt number `failures` + 1, jittered.
+    fn backoff(&self, failures: u32) -> Duration {
+        let nominal = self.settings.retry.delay_before(failures.max(1));
+        let jitter = self.supervision.jitter;
+        if jitter <= 0.0 {
+            return nominal;
+        }
+        // A cheap, well-spread pseudo-random number from the name and the attempt: the jitter
+        // only has to keep many gateways from retrying in step.
+        let mut x = u64::from(failures).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        for b in self.name().as_str().bytes() {
+            x = (x ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        x ^= x >> 33;
+        let unit = (x % 2001) as f64 / 1000.0 - 1.0;
+        nominal.mul_f64((1.0 + jitter * unit).max(0.0))
+    }
+
+    fn circuit_open_until(&self) -> Option<Instant> {
+        let h = lock(&self.health);
+        (h.failures >= self.supervision.circuit_threshold)
+            .then_some(h.next_attempt)
+            .flatten()
+            .filter(|at| Instant::now() < *at)
+    }
+
+    /// A session for one request. Fails fast while the circuit is open.
+    pub(crate) async fn lease(
         &self,
         connector: &dyn UpstreamConnector,
         observer: Arc<dyn UpstreamObserver>,
-    ) -> Result<(Arc<dyn UpstreamSession>, bool), UpstreamError> {
-        let mut slot = self.session.lock().await;
-        if let Some(session) = slot.as_ref() {
-            if !session.is_closed() {
-                return Ok((session.clone(), false));
-            }
-            session.close().await;
-            *slot = None;
+    ) -> Result<Lease, UpstreamError> {
+        if let Some(until) = self.circuit_open_until() {
+            let failures = lock(&self.health).failures;
+            return Err(UpstreamError::CircuitOpen(format!(
+                "circuit open after {failures} consecutive failures; next attempt in {:.1} s",
+                until
+                    .saturating_duration_since(Instant::now())
+                    .as_secs_f64()
+            )));
         }
-        match connector.connect(&self.settings.spec, observer).await {
-            Ok(session) => {
-                *slot = Some(session.clone());
-                let mut r = self.record();
-                r.connected = true;
-                r.last_error = None;
-                Ok((session, true))
-            }
-            Err(e) => {
-                self.failed(&e);
-                Err(e)
-            }
-        }
+        self.lease_unchecked(connector, observer).await
     }
 
-    /// Records a successful use.
+    async fn lease_unchecked(
+        &self,
+        connector: &dyn UpstreamConnector,
+        observer: Arc<dyn UpstreamObserver>,
+    ) -> Result<Lease, UpstreamError> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| UpstreamError::Unreachable("the gateway is shutting down".into()))?;
+        let mut pool = self.pool.lock().await;
+        let (dead, live): (Vec<Pooled>, Vec<Pooled>) =
+            pool.drain(..).partition(|p| p.session.is_closed());
+        *pool = live;
+        for gone in dead {
+            // The process (if any) has exited or the connection dropped: reap it now.
+            tokio::spawn(async move { gone.session.close().await });
+        }
+        let least = pool
+            .iter()
+            .min_by_key(|p| p.in_flight.load(Ordering::SeqCst));
+        let reuse = least.filter(|p| {
+            p.in_flight.load(Ordering::SeqCst) < PER_SESSION
+                || pool.len() >= self.settings.pool_size as usize
+        });
+        let (session, in_flight, is_new) = match reuse {
+            Some(p) => (p.session.clone(), p.in_flight.clone(), false),
+            None => match connector.connect(&self.settings.spec, observer).await {
+                Ok(session) => {
+                    let in_flight = Arc::new(AtomicUsize::new(0));
+                    pool.push(Pooled {
+                        session: session.clone(),
+                        in_flight: in_flight.clone(),
+                    });
+                    lock(&self.status).connected = true;
+                    (session, in_flight, true)
+                }
+                // The caller records the failure (once), as it does for failed requests.
+                Err(e) => return Err(e),
+            },
+        };
+        in_flight.fetch_add(1, Ordering::SeqCst);
+        Ok(Lease {
+            session,
+            is_new,
+            in_flight,
+            _permit: permit,
+        })
+    }
+
+    /// Records a successful use: the server is healthy.
     pub(crate) fn used(&self, now: Timestamp) {
-        let mut r = self.record();
-        r.last_used = Some(now);
-        r.connected = true;
+        {
+            let mut r = lock(&self.status);
+            r.last_used = Some(now);
+            r.connected = true;
+            r.last_error = None;
+        }
+        let mut h = lock(&self.health);
+        h.failures = 0;
+        h.next_attempt = None;
     }
 
     /// Records how many resources the server listed.
     pub(crate) fn listed(&self, count: u64) {
-        self.record().resource_count = count;
+        lock(&self.status).resource_count = count;
     }
 
-    /// Records a failure. Failures that end the session mark the server disconnected-in-error;
-    /// an answer the server gave (not found, its own error) leaves it connected.
+    /// Records a failure. A failure of the server (unreachable, timed out, broken protocol)
+    /// counts toward the circuit and schedules the next attempt; an answer about one resource
+    /// (not found, too large, not supported) is no failure of the server.
     pub(crate) fn failed(&self, error: &UpstreamError) {
-        let mut r = self.record();
-        match error {
-            UpstreamError::NotFound(_)
-            | UpstreamError::TooLarge { .. }
-            | UpstreamError::MethodNotFound => {}
-            other => {
-                r.last_error = Some(other.to_string());
-                if matches!(
-                    other,
-                    UpstreamError::Unreachable(_) | UpstreamError::Timeout(_)
-                ) {
-                    r.connected = false;
-                }
+        if !is_server_failure(error) {
+            if let UpstreamError::Server { .. } = error {
+                lock(&self.status).last_error = Some(error.to_string());
+            }
+            return;
+        }
+        {
+            let mut r = lock(&self.status);
+            r.last_error = Some(error.to_string());
+            if matches!(error, UpstreamError::Unreachable(_)) {
+                r.connected = false;
             }
         }
+        let failures = {
+            let mut h = lock(&self.health);
+            h.failures = h.failures.saturating_add(1);
+            h.failures
+        };
+        let next = Instant::now() + self.backoff(failures);
+        lock(&self.health).next_attempt = Some(next);
+        self.wake.notify_one();
     }
 
     /// The status as listings report it.
     pub(crate) fn status(&self) -> ServerStatus {
-        let r = self.record().clone();
+        let r = lock(&self.status).clone();
         let spec = &self.settings.spec;
         let status = match (r.connected, &r.last_error) {
             (true, _) => ConnectionStatus::Connected,
@@ -119,12 +280,87 @@ impl Upstream {
         }
     }
 
-    /// Ends the session, stopping a child process.
-    pub(crate) async fn close(&self) {
-        if let Some(session) = self.session.lock().await.take() {
-            session.close().await;
+    /// Live sessions in the pool.
+    pub(crate) async fn pooled(&self) -> usize {
+        self.pool
+            .lock()
+            .await
+            .iter()
+            .filter(|p| !p.session.is_closed())
+            .count()
+    }
+
+    /// Waits up to `drain` for requests in flight to finish, then ends every session.
+    pub(crate) async fn close(&self, drain: Duration) {
+        let all = self.settings.pool_size * PER_SESSION as u32;
+        let drained = tokio::time::timeout(drain, self.permits.acquire_many(all)).await;
+        if drained.is_err() {
+            tracing::warn!(server = %self.name(), "requests still in flight after {drain:?}; closing anyway");
         }
-        self.record().connected = false;
+        self.permits.close();
+        let sessions: Vec<Pooled> = self.pool.lock().await.drain(..).collect();
+        futures::future::join_all(sessions.iter().map(|p| p.session.close())).await;
+        lock(&self.status).connected = false;
+    }
+
+    /// Keeps the server connected while serving: connects at once, reconnects on the backoff
+    /// schedule after a failure, and pings live sessions every health interval (a session that
+    /// does not answer is closed and counts as a failure).
+    pub(crate) async fn supervise(
+        self: Arc<Self>,
+        connector: Arc<dyn UpstreamConnector>,
+        observer: Arc<dyn UpstreamObserver>,
+        on_new_session: impl Fn(ServerName) + Send + 'static,
+        stop: CancellationToken,
+    ) {
+        loop {
+            let live = self.pooled().await;
+            let due = if live == 0 {
+                lock(&self.health).next_attempt.unwrap_or_else(Instant::now)
+            } else {
+                Instant::now() + self.supervision.health_interval
+            };
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep_until(due) => {}
+                () = self.wake.notified() => continue,
+            }
+            if self.pooled().await == 0 {
+                match self
+                    .lease_unchecked(connector.as_ref(), observer.clone())
+                    .await
+                {
+                    Ok(lease) => {
+                        tracing::info!(server = %self.name(), "connected");
+                        if lease.is_new {
+                            on_new_session(self.name().clone());
+                        }
+                        lock(&self.health).failures = 0;
+                        lock(&self.health).next_attempt = None;
+                        lock(&self.status).last_error = None;
+                    }
+                    Err(e) => {
+                        tracing::warn!(server = %self.name(), "connection attempt failed: {e}");
+                        self.failed(&e);
+                    }
+                }
+            } else {
+                let sessions: Vec<Arc<dyn UpstreamSession>> = self
+                    .pool
+                    .lock()
+                    .await
+                    .iter()
+                    .map(|p| p.session.clone())
+                    .collect();
+                for session in sessions {
+                    if let Err(e) = session.ping().await {
+                        tracing::warn!(server = %self.name(), "health check failed: {e}");
+                        session.close().await;
+                        self.failed(&e);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -135,17 +371,11 @@ pub(crate) struct Upstreams {
 }
 
 impl Upstreams {
-    pub(crate) fn new(settings: Vec<ServerSettings>) -> Self {
+    pub(crate) fn new(settings: Vec<ServerSettings>, supervision: Supervision) -> Self {
         Self {
             servers: settings
                 .into_iter()
-                .map(|settings| {
-                    Arc::new(Upstream {
-                        settings,
-                        session: tokio::sync::Mutex::new(None),
-                        status: Mutex::new(StatusRecord::default()),
-                    })
-                })
+                .map(|s| Arc::new(Upstream::new(s, supervision)))
                 .collect(),
         }
     }
@@ -192,9 +422,9 @@ impl Upstreams {
         }
     }
 
-    /// Closes every session.
-    pub(crate) async fn close_all(&self) {
-        futures::future::join_all(self.servers.iter().map(|u| u.close())).await;
+    /// Drains and closes every server's sessions.
+    pub(crate) async fn close_all(&self, drain: Duration) {
+        futures::future::join_all(self.servers.iter().map(|u| u.close(drain))).await;
     }
 }
 

@@ -11,6 +11,9 @@ pub enum UpstreamError {
     /// The server could not be reached, or the session died.
     #[error("unreachable: {0}")]
     Unreachable(String),
+    /// Recent attempts failed and the next is not due yet: failed fast without trying.
+    #[error("unavailable: {0}")]
+    CircuitOpen(String),
     /// No answer within the deadline.
     #[error("timed out after {0} ms")]
     Timeout(u64),
@@ -45,7 +48,7 @@ impl UpstreamError {
     /// The caller-facing error for a failure on `server`.
     pub fn into_error(self, server: &str) -> Error {
         let code = match &self {
-            Self::Unreachable(_) => ErrorCode::E003,
+            Self::Unreachable(_) | Self::CircuitOpen(_) => ErrorCode::E003,
             Self::Timeout(_) => ErrorCode::E009,
             Self::NotFound(_) => ErrorCode::E002,
             Self::MethodNotFound => ErrorCode::E002,
@@ -141,6 +144,9 @@ pub trait UpstreamSession: Send + Sync + std::fmt::Debug {
     /// Asks the server to announce changes to `uri`. Returns false when the server does not offer
     /// subscriptions; subscribing twice to one URI is harmless.
     async fn subscribe(&self, uri: &str) -> Result<bool, UpstreamError>;
+
+    /// Checks that the server still answers (MCP `ping`), within the server's timeout.
+    async fn ping(&self) -> Result<(), UpstreamError>;
 
     /// True once the session can no longer carry requests.
     fn is_closed(&self) -> bool;

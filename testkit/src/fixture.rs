@@ -8,6 +8,7 @@
 //! - `fixture://slow`             answers after `--slow-ms`
 //! - `fixture://fail`             always answers with an internal error
 //! - `fixture://broken/base64`    (unlisted) a blob that is not base64
+//! - `fixture://crash`            (unlisted) reading it makes the server process exit
 //! - `fixture://item/{n}`         `--resources N` generated text resources, listed `--page-size`
 //!   at a time; also a template
 //! - `fixture://big.txt`          `--big-kb N` KiB of text (when N > 0)
@@ -269,6 +270,8 @@ impl FixtureServer {
                 "this resource always fails",
                 None,
             )),
+            // Not listed: the process exits at once, mid-request (crash tests).
+            "fixture://crash" => std::process::exit(3),
             // Not listed: a blob that is not base64, for tests of what a broken server sends.
             "fixture://broken/base64" => Ok(ResourceContents::BlobResourceContents {
                 uri: uri.to_owned(),

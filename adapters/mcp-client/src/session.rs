@@ -11,8 +11,8 @@ use quarry_ports::{
 use rmcp::{
     ClientCacheConfig, RoleClient,
     model::{
-        CacheScope, PaginatedRequestParams, ReadResourceRequestParams, ResourceContents,
-        SubscribeRequestParams,
+        CacheScope, ClientRequest, PaginatedRequestParams, ReadResourceRequestParams,
+        ResourceContents, SubscribeRequestParams,
     },
     service::{Peer, RunningService, ServiceError},
 };
@@ -288,6 +288,13 @@ impl UpstreamSession for RmcpSession {
             }
         }
         Ok(true)
+    }
+
+    async fn ping(&self) -> Result<(), UpstreamError> {
+        let ping = self
+            .peer
+            .send_request(ClientRequest::PingRequest(Default::default()));
+        self.call(false, ping).await.map(|_| ())
     }
 
     fn is_closed(&self) -> bool {
