@@ -9,4 +9,5 @@ mod cli;
 mod peers;
 mod readpath;
 mod serve;
+mod supervision;
 mod support;

@@ -1,0 +1,316 @@
+//! Upstream faults with real processes: killed mid-request, crashing in a loop, down at start-up,
+//! speaking garbage. The gateway must fail only the requests that depended on the fault, fast,
+//! and leave nothing behind.
+
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+use crate::support::{QUARRY, call, call_error, call_raw, gateway, stdio_fixture};
+
+/// Pids of live processes whose command line contains `needle`, and whether each is a zombie.
+fn processes_with(needle: &str) -> Vec<(u32, bool)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+        if String::from_utf8_lossy(&cmd)
+            .replace('\0', " ")
+            .contains(needle)
+        {
+            found.push((pid, zombie));
+        }
+    }
+    found
+}
+
+/// Children of `parent` (live or zombie).
+fn children_of(parent: u32) -> Vec<(u32, bool)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().unwrap_or("");
+        let ppid: u32 = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if ppid == parent {
+            found.push((pid, state == "Z"));
+        }
+    }
+    found
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+fn gateway_pid(dir: &Path) -> u32 {
+    let config = dir.join("quarry.toml").display().to_string();
+    let found = processes_with(&format!("serve --stdio --config {config}"));
+    assert_eq!(found.len(), 1, "{found:?}");
+    found[0].0
+}
+
+async fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A `[servers.SERVER]` section running the fixture under the unique name `marker`, so its process
+/// can be found by its command line.
+fn marked_fixture(server: &str, marker: &str, extra: &[&str], keys: &str) -> String {
+    let mut args = vec!["fixture".to_owned(), "--name".into(), marker.to_owned()];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    format!(
+        "[servers.{server}]\ncommand = {QUARRY:?}\nargs = {}\n{keys}\n",
+        serde_json::to_string(&args).unwrap()
+    )
+}
+
+fn unique(name: &str) -> String {
+    format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos() ^ rand_ish()
+    )
+}
+
+fn rand_ish() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+// traces: AV-2, SC-006 — an upstream killed mid-request fails that request fast with E003, other
+// servers keep serving, and the server is connected again afterwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn av_2_an_upstream_killed_mid_request_fails_that_request_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = unique("victim");
+    let config = marked_fixture(
+        "victim",
+        &marker,
+        &["--slow-ms", "20000"],
+        "retry_attempts = 0\n",
+    ) + &stdio_fixture("other", &[]);
+    let client = std::sync::Arc::new(gateway(dir.path(), &config).await);
+    let victim = wait_for("the victim process", || {
+        processes_with(&marker).first().map(|p| p.0)
+    })
+    .await;
+
+    let reader = client.clone();
+    let slow = tokio::spawn(async move {
+        let started = Instant::now();
+        let outcome = call_raw(
+            &reader,
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://victim/fixture_3A//slow"}),
+        )
+        .await;
+        (outcome, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let killed = Instant::now();
+    std::process::Command::new("kill")
+        .args(["-9", &victim.to_string()])
+        .status()
+        .unwrap();
+    let ((is_error, value), _) = slow.await.unwrap();
+    assert!(is_error, "{value}");
+    assert_eq!(value["error_code"], "E003", "{value}");
+    assert!(
+        killed.elapsed() < Duration::from_secs(5),
+        "failed fast: {:?}",
+        killed.elapsed()
+    );
+
+    let other = call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://other/fixture_3A//text/hello.txt"}),
+    )
+    .await;
+    assert_eq!(other["content"], "Hello from other!\n");
+
+    // Reconnected: a new process serves the next read.
+    let again = call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://victim/fixture_3A//counter"}),
+    )
+    .await;
+    assert_eq!(again["success"], true);
+    let now = processes_with(&marker);
+    assert!(now.iter().all(|(pid, _)| *pid != victim), "{now:?}");
+}
+
+// traces: AV-2, AV-7, RC-6 — fifty crash-and-restart cycles leave no process and no descriptor
+// behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn av_2_fifty_crash_cycles_leave_no_processes_or_descriptors_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = unique("crashy");
+    let config = marked_fixture("crashy", &marker, &[], "retry_attempts = 0\n");
+    let client = gateway(dir.path(), &config).await;
+    let hello = json!({"resource_uri": "mcp://crashy/fixture_3A//counter"});
+    call(&client, "read_mcp_resource", hello.clone()).await;
+    let quarry = gateway_pid(dir.path());
+    let baseline_fds = open_fds(quarry);
+    for cycle in 0..50 {
+        let (code, message) = call_error(
+            &client,
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://crashy/fixture_3A//crash", "use_cache": false}),
+        )
+        .await;
+        assert_eq!(code, "E003", "cycle {cycle}: {message}");
+        let ok = call(
+            &client,
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://crashy/fixture_3A//counter", "use_cache": false}),
+        )
+        .await;
+        assert_eq!(ok["success"], true, "cycle {cycle}");
+    }
+    let settled = wait_for("exited children to be reaped", || {
+        let children = children_of(quarry);
+        (children.iter().all(|(_, zombie)| !zombie) && children.len() <= 1).then_some(children)
+    })
+    .await;
+    assert_eq!(settled.len(), 1, "one live fixture process: {settled:?}");
+    let fds = open_fds(quarry);
+    assert!(
+        fds <= baseline_fds + 2,
+        "descriptors: {baseline_fds} before, {fds} after"
+    );
+    client.cancel().await.unwrap();
+}
+
+// traces: AV-1, AV-7 — a server that is down at start-up blocks nothing and shows the error; the
+// gateway stops its children when it stops.
+#[tokio::test(flavor = "multi_thread")]
+async fn av_1_a_server_down_at_start_up_blocks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = unique("healthy");
+    let config = "[servers.ghost]\ncommand = \"/nonexistent/mcp-server\"\n\n".to_owned()
+        + &marked_fixture("files", &marker, &[], "");
+    let started = Instant::now();
+    let client = gateway(dir.path(), &config).await;
+    let listing = call(&client, "list_mcp_resources", json!({})).await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(listing["partial"], true);
+    assert_eq!(listing["total_count"], 6);
+    let ghost = listing["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["server_name"] == "ghost")
+        .unwrap();
+    assert_eq!(ghost["status"], "error");
+    assert!(
+        ghost["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot start"),
+        "{ghost}"
+    );
+    let quarry = gateway_pid(dir.path());
+    assert!(!processes_with(&marker).is_empty());
+    client.cancel().await.unwrap();
+    wait_for("the gateway and its children to exit", || {
+        (processes_with(&marker).is_empty()
+            && !Path::new(&format!("/proc/{quarry}/cmdline")).exists())
+        .then_some(())
+    })
+    .await;
+}
+
+/// A stdio MCP server that answers the handshake and listings properly but answers reads with a
+/// garbage line and a response for the wrong request id.
+const BROKEN_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, rid = msg.get("method"), msg.get("id")
+    if rid is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"resources": {}}, "serverInfo": {"name": "broken", "version": "0"}}
+    elif method == "resources/list":
+        result = {"resources": [{"uri": "broken://one", "name": "one"}]}
+    elif method == "resources/read":
+        sys.stdout.write("this is not json at all\n")
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": 424242, "result": {"contents": []}}) + "\n")
+        sys.stdout.flush()
+        continue
+    else:
+        result = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}) + "\n")
+    sys.stdout.flush()
+"#;
+
+// traces: RC-6 — an upstream that writes garbage and answers with wrong ids affects only its own
+// requests: they time out (E009); its listing and every other server work.
+#[tokio::test(flavor = "multi_thread")]
+async fn rc_6_a_protocol_violating_upstream_affects_only_its_own_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("broken.py");
+    std::fs::write(&script, BROKEN_SERVER).unwrap();
+    let config = format!(
+        "[servers.broken]\ncommand = \"python3\"\nargs = [{:?}]\ntimeout = 2\nretry_attempts = 0\n\n",
+        script.display().to_string()
+    ) + &stdio_fixture("files", &[]);
+    let client = gateway(dir.path(), &config).await;
+    let started = Instant::now();
+    let (code, _) = call_error(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://broken/broken_3A//one"}),
+    )
+    .await;
+    assert_eq!(code, "E009");
+    assert!(started.elapsed() < Duration::from_secs(8));
+    let listing = call(&client, "list_mcp_resources", json!({"use_cache": false})).await;
+    assert_eq!(listing["total_count"], 7, "{listing}");
+    let files = call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://files/fixture_3A//text/hello.txt"}),
+    )
+    .await;
+    assert_eq!(files["content"], "Hello from files!\n");
+    let servers: Vec<Value> = listing["servers"].as_array().unwrap().clone();
+    assert!(
+        servers.iter().all(|s| s["status"] == "connected"),
+        "{servers:?}"
+    );
+    client.cancel().await.unwrap();
+}
