@@ -17,7 +17,7 @@ use std::{collections::BTreeMap, process::Stdio, sync::Arc, time::Duration};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use quarry::{
     config::{ServerSettings, Supervision},
-    service::{ResourceService, ServiceOptions},
+    service::{ResourceService, ServiceOptions, Stores},
 };
 use quarry_cache_lru::LruContentCache;
 use quarry_domain::{Classifier, Endpoint, ResourceUri, Retention, ServerName, ServerSpec};
@@ -92,7 +92,14 @@ async fn service_over(
         vec![ServerSettings::new(spec)],
         Arc::new(RmcpConnector::new(50 * 1024 * 1024).unwrap()),
         cache,
-        Arc::new(SqliteStore::in_memory(Retention::default()).await.unwrap()),
+        {
+            let store = Arc::new(SqliteStore::in_memory(Retention::default()).await.unwrap());
+            Stores {
+                versions: store.clone(),
+                registry: store.clone(),
+                idempotency: store,
+            }
+        },
         Arc::new(SystemClock),
         ServiceOptions {
             cache_enabled: true,
@@ -100,6 +107,7 @@ async fn service_over(
             max_resource_bytes: 50 * 1024 * 1024,
             classifier: Classifier::default(),
             supervision: Supervision::default(),
+            allow_tool_commands: false,
         },
     )
 }

@@ -51,8 +51,9 @@ pub enum Command {
     /// summary (MIME type, size, range, cache status) goes to stderr.
     #[command(disable_version_flag = true)]
     Read(ReadArgs),
-    /// Show every configured server and its status (connects to each to find out).
-    Servers(JsonFlag),
+    /// Show every server and its status (connects to each to find out), or add and remove
+    /// servers registered at runtime (kept in the store, beside the configuration file's).
+    Servers(ServersArgs),
     /// List the versions Quarry has recorded for a resource (each distinct content it has read).
     Versions(VersionsArgs),
     /// Run a self-contained demo: two fixture upstreams (stdio and HTTP), a listing across both,
@@ -119,6 +120,57 @@ pub struct ReadArgs {
     /// Print JSON (ReadResourceResult, binary content base64) instead of the raw content.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `quarry servers` options.
+#[derive(Debug, Args)]
+pub struct ServersArgs {
+    #[command(subcommand)]
+    pub action: Option<ServersAction>,
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// `quarry servers add | remove`.
+#[derive(Debug, Subcommand)]
+pub enum ServersAction {
+    /// Register a server: an HTTP endpoint, or a program to run over stdio (no shell is used;
+    /// give each argument with --arg).
+    Add(AddServerArgs),
+    /// Unregister a server added with `quarry servers add` (or the add_mcp_server tool).
+    Remove {
+        /// The server's name.
+        name: String,
+    },
+}
+
+/// `quarry servers add` options.
+#[derive(Debug, Args)]
+pub struct AddServerArgs {
+    /// The server's name: letters, digits, '_' and '-'.
+    pub name: String,
+    /// A streamable HTTP endpoint (http:// or https://).
+    #[arg(long, conflicts_with = "command")]
+    pub endpoint: Option<String>,
+    /// A program to run over stdio.
+    #[arg(long)]
+    pub command: Option<String>,
+    /// An argument for the program (repeat for each).
+    #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub args: Vec<String>,
+    /// An environment variable for the program, KEY=VALUE (repeat for each).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// The program's working directory.
+    #[arg(long)]
+    pub cwd: Option<String>,
+    /// Seconds allowed for each request.
+    #[arg(long)]
+    pub timeout: Option<f64>,
+    /// Sessions (stdio: processes) held open at once, 1 to 100.
+    #[arg(long, default_value_t = 10)]
+    pub pool_size: u32,
 }
 
 /// `quarry versions` options.
@@ -192,7 +244,15 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
         }
         Command::List(args) => with_service(&settings, |s| list(s, args)).await,
         Command::Read(args) => with_service(&settings, |s| read(s, args)).await,
-        Command::Servers(flag) => with_service(&settings, |s| servers(s, flag.json)).await,
+        Command::Servers(args) => match args.action {
+            None => with_service(&settings, |s| servers(s, args.json)).await,
+            Some(ServersAction::Add(add)) => {
+                with_service(&settings, |s| add_server(s, add, args.json)).await
+            }
+            Some(ServersAction::Remove { name }) => {
+                with_service(&settings, |s| remove_server(s, name, args.json)).await
+            }
+        },
         Command::Versions(args) => with_service(&settings, |s| versions(s, args)).await,
     }
 }
@@ -259,6 +319,72 @@ async fn read(service: Arc<ResourceService>, args: ReadArgs) -> Result<(), Failu
         render::read_summary(&mut std::io::stderr().lock(), &result)?;
     }
     out.flush()?;
+    Ok(())
+}
+
+async fn add_server(
+    service: Arc<ResourceService>,
+    args: AddServerArgs,
+    json: bool,
+) -> Result<(), Failure> {
+    let mut env = std::collections::BTreeMap::new();
+    for pair in &args.env {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| Error::invalid(format!("--env takes KEY=VALUE, got {pair:?}")))?;
+        env.insert(k.to_owned(), v.to_owned());
+    }
+    if !(1..=100).contains(&args.pool_size) {
+        return Err(Error::invalid("--pool-size must be between 1 and 100").into());
+    }
+    let spec = quarry_domain::ServerDraft {
+        name: args.name,
+        id: None,
+        endpoint: args.endpoint,
+        command: args.command,
+        args: args.args,
+        env,
+        cwd: args.cwd,
+        timeout_secs: args.timeout,
+        max_pages: None,
+    }
+    .into_spec("--")?;
+    let server = quarry_ports::RegisteredServer {
+        spec,
+        retry_attempts: 3,
+        retry_delay: std::time::Duration::from_secs(1),
+        pool_size: args.pool_size,
+    };
+    let status = service
+        .add_server(server, quarry_ports::Requester::Operator, None)
+        .await?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        render::json(&mut out, &status)?;
+    } else {
+        writeln!(
+            out,
+            "registered '{}' ({})",
+            status.server_name, status.endpoint
+        )?;
+        render::servers(&mut out, std::slice::from_ref(&status))?;
+    }
+    Ok(())
+}
+
+async fn remove_server(
+    service: Arc<ResourceService>,
+    name: String,
+    json: bool,
+) -> Result<(), Failure> {
+    let name = quarry_domain::ServerName::parse(&name)?;
+    let removed = service.remove_server(name, None).await?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        render::json(&mut out, &removed)?;
+    } else {
+        writeln!(out, "removed '{}'", removed.server_name)?;
+    }
     Ok(())
 }
 

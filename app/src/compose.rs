@@ -5,12 +5,12 @@ use std::sync::Arc;
 use quarry_cache_lru::LruContentCache;
 use quarry_domain::Error;
 use quarry_mcp_client::RmcpConnector;
-use quarry_ports::{SystemClock, VersionStore};
+use quarry_ports::SystemClock;
 use quarry_store_sqlite::SqliteStore;
 
 use crate::{
     config::Settings,
-    service::{ResourceService, ServiceOptions},
+    service::{ResourceService, ServiceOptions, Stores},
 };
 
 /// Builds the resource service the settings describe: rmcp upstreams, the in-memory LRU cache,
@@ -40,12 +40,17 @@ pub async fn build(settings: &Settings) -> Result<Arc<ResourceService>, Error> {
                 Error::internal()
             })?,
     };
-    let store: Arc<dyn VersionStore> = Arc::new(store);
-    Ok(Arc::new(ResourceService::new(
+    let store = Arc::new(store);
+    let stores = Stores {
+        versions: store.clone(),
+        registry: store.clone(),
+        idempotency: store,
+    };
+    let service = Arc::new(ResourceService::new(
         settings.servers.clone(),
         Arc::new(connector),
         Arc::new(LruContentCache::new(settings.cache_max_bytes)),
-        store,
+        stores,
         Arc::new(SystemClock),
         ServiceOptions {
             cache_enabled: settings.cache_enabled,
@@ -53,6 +58,9 @@ pub async fn build(settings: &Settings) -> Result<Arc<ResourceService>, Error> {
             max_resource_bytes: settings.max_resource_bytes,
             classifier: settings.classifier.clone(),
             supervision: settings.supervision,
+            allow_tool_commands: settings.allow_tool_commands,
         },
-    )))
+    ));
+    service.load_registry().await?;
+    Ok(service)
 }

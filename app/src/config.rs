@@ -41,9 +41,7 @@ use std::{
     time::Duration,
 };
 
-use quarry_domain::{
-    ClassificationRule, Classifier, Endpoint, Error, Retention, ServerId, ServerName, ServerSpec,
-};
+use quarry_domain::{ClassificationRule, Classifier, Error, Retention, ServerDraft, ServerSpec};
 use serde::Deserialize;
 
 /// The file read when no `--config` or `QUARRY_CONFIG` names one and it exists.
@@ -70,6 +68,15 @@ struct File {
     results: ResultsSection,
     #[serde(default)]
     upstreams: UpstreamsSection,
+    #[serde(default)]
+    registry: RegistrySection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegistrySection {
+    #[serde(default)]
+    allow_tool_commands: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -363,6 +370,8 @@ pub struct Settings {
     pub inline_limit_bytes: u64,
     /// How upstreams are supervised.
     pub supervision: Supervision,
+    /// Whether agents may register stdio commands through the add_mcp_server tool.
+    pub allow_tool_commands: bool,
 }
 
 /// Where the store goes when the configuration does not say: `$XDG_DATA_HOME/quarry/quarry.db`,
@@ -522,6 +531,7 @@ impl Settings {
             },
             inline_limit_bytes: file.results.inline_limit_kb.saturating_mul(1024),
             supervision,
+            allow_tool_commands: file.registry.allow_tool_commands,
         })
     }
 }
@@ -537,65 +547,24 @@ fn seconds(key: &str, value: f64, max: f64) -> Result<Duration, Error> {
 
 fn server_settings(name: &str, s: ServerSection) -> Result<ServerSettings, Error> {
     let key = |k: &str| format!("servers.{name}.{k}");
-    let server_name = ServerName::parse(name)
-        .map_err(|e| Error::invalid(format!("servers.{name}: {}", e.message())))?;
-    let endpoint = match (s.endpoint, s.command) {
-        (Some(_), Some(_)) => {
-            return Err(Error::invalid(format!(
-                "servers.{name} sets both endpoint and command; use endpoint for HTTP servers, command for stdio ones"
-            )));
-        }
-        (None, None) => {
-            return Err(Error::invalid(format!(
-                "servers.{name} needs endpoint (an http(s) URL) or command (a program to run)"
-            )));
-        }
-        (Some(url), None) => {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(Error::invalid(format!(
-                    "{} must be an http:// or https:// URL, got {url:?}",
-                    key("endpoint")
-                )));
-            }
-            if !s.args.is_empty() || !s.env.is_empty() || s.cwd.is_some() {
-                return Err(Error::invalid(format!(
-                    "servers.{name}: args, env and cwd apply to command servers, not endpoint ones"
-                )));
-            }
-            Endpoint::Http { url }
-        }
-        (None, Some(command)) => {
-            if command.trim().is_empty() {
-                return Err(Error::invalid(format!(
-                    "{} must not be empty",
-                    key("command")
-                )));
-            }
-            Endpoint::Stdio {
-                command,
-                args: s.args,
-                env: s.env,
-                cwd: s.cwd,
-            }
-        }
-    };
-    let mut spec = ServerSpec::new(server_name, endpoint);
-    if let Some(id) = s.id {
-        spec.id = ServerId::parse(&id)
-            .map_err(|e| Error::invalid(format!("{}: {}", key("id"), e.message())))?;
+    let spec = ServerDraft {
+        name: name.to_owned(),
+        id: s.id,
+        endpoint: s.endpoint,
+        command: s.command,
+        args: s.args,
+        env: s.env,
+        cwd: s.cwd,
+        timeout_secs: s.timeout,
+        max_pages: s.max_pages,
     }
-    if let Some(t) = s.timeout {
-        spec.timeout = seconds(&key("timeout"), t, 3600.0)?;
-    }
-    if let Some(p) = s.max_pages {
-        if p == 0 {
-            return Err(Error::invalid(format!(
-                "{} must be at least 1",
-                key("max_pages")
-            )));
-        }
-        spec.max_pages = p;
-    }
+    .into_spec(&format!("servers.{name}."))
+    .map_err(|e| {
+        Error::invalid(
+            e.message()
+                .replace(&format!("servers.{name}.name"), &format!("servers.{name}")),
+        )
+    })?;
     let mut retry = RetryPolicy::default();
     if let Some(a) = s.retry_attempts {
         if a > 10 {

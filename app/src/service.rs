@@ -8,25 +8,33 @@
 //! content is served marked stale, with the upstream's error beside it. Listings ask every selected
 //! server at once, each under its own deadline, and cache each server's listing apart from content.
 
-use std::{collections::HashSet, sync::Arc, time::Duration};
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use async_trait::async_trait;
 use base64::Engine as _;
 use quarry_domain::{
-    Body, Classifier, Content, Digest, Error, ErrorCode, ListQuery, ListResourcesResult, Origin,
-    ReadResourceResult, Resource, ResourceUri, ResourceVersion, ServerName, ServerStatus,
+    Body, Classifier, Content, Digest, Endpoint, Error, ErrorCode, ListQuery, ListResourcesResult,
+    Origin, ReadResourceResult, Resource, ResourceUri, ResourceVersion, ServerName, ServerStatus,
     Timestamp, UpstreamFailure, VersionSelector, sort_and_page, template_to_gateway,
 };
 use quarry_ports::{
-    CachedContent, Clock, ContentCache, Fetched, GatewayTemplate, PurgeReport, ReadRequest,
-    ResourceGateway, ResourceKey, UpstreamConnector, UpstreamError, UpstreamObserver,
+    CachedContent, Clock, ContentCache, Fetched, GatewayTemplate, IdempotencyStore, PurgeReport,
+    ReadRequest, RegisteredServer, Remembered, RemovedServer, Requester, ResourceGateway,
+    ResourceKey, ServerRegistry, UpstreamConnector, UpstreamError, UpstreamObserver,
     UpstreamResource, VersionStore,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::{ServerSettings, Supervision},
+    config::{RetryPolicy, ServerSettings, Supervision},
     invalidation::Invalidator,
     listings::{CachedListing, ListingCache},
     upstreams::{Lease, Upstream, Upstreams},
@@ -45,6 +53,19 @@ pub struct ServiceOptions {
     pub classifier: Classifier,
     /// Pools, circuit breakers and supervision of the upstreams.
     pub supervision: Supervision,
+    /// Whether agents may register stdio commands (arbitrary programs) through the tool.
+    pub allow_tool_commands: bool,
+}
+
+/// The stores behind the service, one port each (one SQLite file in the embedded default).
+#[derive(Debug, Clone)]
+pub struct Stores {
+    /// Version history.
+    pub versions: Arc<dyn VersionStore>,
+    /// Servers registered at runtime.
+    pub registry: Arc<dyn ServerRegistry>,
+    /// Mutation results by idempotency key.
+    pub idempotency: Arc<dyn IdempotencyStore>,
 }
 
 /// Lists and reads resources across the registered upstream servers.
@@ -59,6 +80,17 @@ pub struct ResourceService {
     listings: Arc<ListingCache>,
     invalidator: Arc<Invalidator>,
     stop: CancellationToken,
+    registry: Arc<dyn ServerRegistry>,
+    idempotency: Arc<dyn IdempotencyStore>,
+    supervising: AtomicBool,
+    registry_seen: Mutex<RegistrySeen>,
+}
+
+/// What this process last loaded of the registry, and when it last looked.
+#[derive(Debug, Default)]
+struct RegistrySeen {
+    generation: Option<u64>,
+    checked: Option<std::time::Instant>,
 }
 
 /// The SHA-256 digest of `bytes`.
@@ -67,6 +99,18 @@ pub fn sha256(bytes: &[u8]) -> Digest {
     let mut out = [0u8; 32];
     out.copy_from_slice(digest.as_ref());
     Digest::new(out)
+}
+
+/// The settings of a server registered at runtime.
+fn settings_of(record: RegisteredServer) -> ServerSettings {
+    ServerSettings {
+        spec: record.spec,
+        retry: RetryPolicy {
+            attempts: record.retry_attempts,
+            delay: record.retry_delay,
+        },
+        pool_size: record.pool_size,
+    }
 }
 
 /// How a read was answered, for the result's metadata.
@@ -92,7 +136,7 @@ impl ResourceService {
         servers: Vec<ServerSettings>,
         connector: Arc<dyn UpstreamConnector>,
         cache: Arc<dyn ContentCache>,
-        store: Arc<dyn VersionStore>,
+        stores: Stores,
         clock: Arc<dyn Clock>,
         options: ServiceOptions,
     ) -> Self {
@@ -102,30 +146,149 @@ impl ResourceService {
             upstreams: Upstreams::new(servers, options.supervision),
             connector,
             cache,
-            store,
+            store: stores.versions,
             clock,
             options,
             listings,
             invalidator,
             stop: CancellationToken::new(),
+            registry: stores.registry,
+            idempotency: stores.idempotency,
+            supervising: AtomicBool::new(false),
+            registry_seen: Mutex::new(RegistrySeen::default()),
         }
+    }
+
+    /// Loads the servers registered at runtime (by a tool or `quarry servers add`), beside those
+    /// of the configuration file, which win a name clash.
+    ///
+    /// # Errors
+    /// E012 when the registry cannot be read.
+    pub async fn load_registry(&self) -> Result<(), Error> {
+        let generation = self.registry.generation().await.map_err(store_failed)?;
+        let stored = self.registry.servers().await.map_err(store_failed)?;
+        let wanted: HashSet<ServerName> = stored.iter().map(|s| s.spec.name.clone()).collect();
+        for record in stored {
+            if self.upstreams.by_name(&record.spec.name).is_ok() {
+                continue;
+            }
+            match self.upstreams.insert(settings_of(record)) {
+                Ok(upstream) => self.supervise_one(&upstream),
+                Err(e) => tracing::warn!("a registered server is skipped: {}", e.message()),
+            }
+        }
+        for upstream in self.upstreams.all() {
+            let name = upstream.name().clone();
+            if !self.upstreams.is_configured(&name) && !wanted.contains(&name) {
+                if let Some(gone) = self.upstreams.take(&name) {
+                    gone.close(self.options.supervision.drain).await;
+                }
+                self.invalidator.forget_server(&name).await;
+            }
+        }
+        let mut seen = self.registry_seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.generation = Some(generation);
+        seen.checked = Some(std::time::Instant::now());
+        Ok(())
+    }
+
+    /// Picks up registry changes made by another process, looking at most once a second.
+    async fn sync_registry(&self) {
+        let due = {
+            let seen = self.registry_seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.checked
+                .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
+        };
+        if !due {
+            return;
+        }
+        let known = {
+            let mut seen = self.registry_seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.checked = Some(std::time::Instant::now());
+            seen.generation
+        };
+        match self.registry.generation().await {
+            Ok(now) if Some(now) != known => {
+                if let Err(e) = self.load_registry().await {
+                    tracing::error!("reloading the server registry failed: {}", e.message());
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!("{e}"),
+        }
+    }
+
+    fn supervise_one(&self, upstream: &Arc<Upstream>) {
+        if !self.supervising.load(Ordering::SeqCst) {
+            return;
+        }
+        let invalidator = self.invalidator.clone();
+        let on_new = move |server: ServerName| {
+            let invalidator = invalidator.clone();
+            tokio::spawn(async move { invalidator.forget_server(&server).await });
+        };
+        tokio::spawn(upstream.clone().supervise(
+            self.connector.clone(),
+            self.invalidator.clone(),
+            on_new,
+            self.stop.child_token(),
+        ));
+    }
+
+    /// Runs a mutation once per idempotency key: a repeat with the same payload returns the
+    /// first result; another payload under the same key is E010.
+    async fn idempotent<T, F, Fut>(
+        &self,
+        scope: &str,
+        key: Option<String>,
+        payload: String,
+        op: F,
+    ) -> Result<T, Error>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Error>>,
+    {
+        let Some(key) = key else { return op().await };
+        let digest = sha256(payload.as_bytes()).hex();
+        if let Some(first) = self
+            .idempotency
+            .recall(scope, &key)
+            .await
+            .map_err(store_failed)?
+        {
+            if first.payload_digest != digest {
+                let shown: String = key.chars().take(64).collect();
+                return Err(Error::new(
+                    ErrorCode::E010,
+                    format!("idempotency_key {shown:?} was first used with different arguments"),
+                ));
+            }
+            return serde_json::from_str(&first.result).map_err(store_failed);
+        }
+        let result = op().await?;
+        let json = serde_json::to_string(&result).map_err(store_failed)?;
+        self.idempotency
+            .remember(
+                scope,
+                &key,
+                Remembered {
+                    payload_digest: digest,
+                    result: json,
+                },
+                self.clock.now(),
+            )
+            .await
+            .map_err(store_failed)?;
+        Ok(result)
     }
 
     /// Starts supervising every upstream: connect now, reconnect on the backoff schedule after a
     /// failure, check health. For a long-running gateway; one-shot commands connect on demand.
     pub fn start_supervision(&self) {
+        self.supervising.store(true, Ordering::SeqCst);
         for upstream in self.upstreams.all() {
-            let invalidator = self.invalidator.clone();
-            let on_new = move |server: ServerName| {
-                let invalidator = invalidator.clone();
-                tokio::spawn(async move { invalidator.forget_server(&server).await });
-            };
-            tokio::spawn(upstream.clone().supervise(
-                self.connector.clone(),
-                self.invalidator.clone(),
-                on_new,
-                self.stop.child_token(),
-            ));
+            self.supervise_one(&upstream);
         }
     }
 
@@ -445,6 +608,7 @@ fn render(
 #[async_trait]
 impl ResourceGateway for ResourceService {
     async fn list_resources(&self, query: ListQuery) -> Result<ListResourcesResult, Error> {
+        self.sync_registry().await;
         let selected = self.upstreams.select(query.server.as_ref())?;
         let listings =
             futures::future::join_all(selected.iter().map(|u| self.list_one(u, query.use_cache)))
@@ -506,7 +670,13 @@ impl ResourceGateway for ResourceService {
     }
 
     async fn read_resource(&self, request: ReadRequest) -> Result<ReadResourceResult, Error> {
-        let upstream = self.upstreams.by_name(request.uri.server())?;
+        let upstream = match self.upstreams.by_name(request.uri.server()) {
+            Ok(u) => u,
+            Err(_) => {
+                self.sync_registry().await;
+                self.upstreams.by_name(request.uri.server())?
+            }
+        };
         let key = ResourceKey::new(request.uri.server().clone(), request.uri.upstream());
         if let Some(wanted) = &request.version {
             return self.read_version(&request, &key, wanted).await;
@@ -524,7 +694,7 @@ impl ResourceGateway for ResourceService {
                 return render(&request, &hit.content, how);
             }
         }
-        let (fetched, epoch) = match self.fetch(upstream, request.uri.upstream()).await {
+        let (fetched, epoch) = match self.fetch(&upstream, request.uri.upstream()).await {
             Ok(done) => done,
             Err(e) if caching && request.use_cache && is_upstream_down(&e) => {
                 let stale = self.cache.get_stale(&key).await;
@@ -611,6 +781,7 @@ impl ResourceGateway for ResourceService {
     }
 
     async fn servers(&self) -> Vec<ServerStatus> {
+        self.sync_registry().await;
         let all = self.upstreams.all();
         futures::future::join_all(all.iter().map(|u| self.list_one(u, false))).await;
         all.iter().map(|u| u.status()).collect()
@@ -626,23 +797,98 @@ impl ResourceGateway for ResourceService {
         &self,
         server: Option<ServerName>,
         uri: Option<ResourceUri>,
+        idempotency_key: Option<String>,
     ) -> Result<PurgeReport, Error> {
-        if let Some(s) = &server {
-            self.upstreams.by_name(s)?;
+        let payload = format!("{server:?} {uri:?}");
+        self.idempotent("purge_mcp_cache", idempotency_key, payload, || async {
+            if let Some(s) = &server {
+                self.upstreams.by_name(s)?;
+            }
+            if let Some(uri) = uri {
+                self.upstreams.by_name(uri.server())?;
+                let key = ResourceKey::new(uri.server().clone(), uri.upstream());
+                let existed = self.cache.get_stale(&key).await.is_some();
+                self.cache.invalidate(&key).await;
+                return Ok(PurgeReport {
+                    contents: u64::from(existed),
+                    listings: 0,
+                });
+            }
+            let contents = self.cache.purge(server.clone()).await;
+            let listings = self.listings.drop_listings(server.as_ref());
+            Ok(PurgeReport { contents, listings })
+        })
+        .await
+    }
+
+    async fn add_server(
+        &self,
+        server: RegisteredServer,
+        requester: Requester,
+        idempotency_key: Option<String>,
+    ) -> Result<ServerStatus, Error> {
+        if requester == Requester::Agent
+            && matches!(server.spec.endpoint, Endpoint::Stdio { .. })
+            && !self.options.allow_tool_commands
+        {
+            return Err(Error::new(
+                ErrorCode::E004,
+                "agents may not register programs to run (stdio servers); an operator can, with \
+                 `quarry servers add`, or allow it with registry.allow_tool_commands = true",
+            ));
         }
-        if let Some(uri) = uri {
-            self.upstreams.by_name(uri.server())?;
-            let key = ResourceKey::new(uri.server().clone(), uri.upstream());
-            let existed = self.cache.get_stale(&key).await.is_some();
-            self.cache.invalidate(&key).await;
-            return Ok(PurgeReport {
-                contents: u64::from(existed),
-                listings: 0,
-            });
-        }
-        let contents = self.cache.purge(server.clone()).await;
-        let listings = self.listings.drop_listings(server.as_ref());
-        Ok(PurgeReport { contents, listings })
+        let payload = format!("{server:?}");
+        self.idempotent("add_mcp_server", idempotency_key, payload, || async {
+            self.sync_registry().await;
+            let upstream = self.upstreams.insert(settings_of(server.clone()))?;
+            if let Err(e) = self.registry.save(&server, self.clock.now()).await {
+                self.upstreams.take(upstream.name());
+                return Err(store_failed(e));
+            }
+            {
+                let mut seen = self.registry_seen.lock().unwrap_or_else(|e| e.into_inner());
+                seen.generation = seen.generation.map(|g| g + 1);
+            }
+            tracing::info!(server = %upstream.name(), endpoint = %upstream.settings.spec.endpoint.display_uri(), "server registered");
+            // Connect and list once, so the answer tells whether the server works.
+            let _ = self.list_one(&upstream, false).await;
+            self.supervise_one(&upstream);
+            Ok(upstream.status())
+        })
+        .await
+    }
+
+    async fn remove_server(
+        &self,
+        name: ServerName,
+        idempotency_key: Option<String>,
+    ) -> Result<RemovedServer, Error> {
+        let payload = name.to_string();
+        self.idempotent("remove_mcp_server", idempotency_key, payload, || async {
+            self.sync_registry().await;
+            if self.upstreams.is_configured(&name) {
+                return Err(Error::invalid(format!(
+                    "server '{name}' comes from the configuration file; remove it there"
+                )));
+            }
+            self.upstreams.by_name(&name)?;
+            self.registry.delete(&name).await.map_err(store_failed)?;
+            {
+                let mut seen = self.registry_seen.lock().unwrap_or_else(|e| e.into_inner());
+                seen.generation = seen.generation.map(|g| g + 1);
+            }
+            let purged_contents = self.cache.purge(Some(name.clone())).await;
+            self.listings.drop_listings(Some(&name));
+            if let Some(upstream) = self.upstreams.take(&name) {
+                upstream.close(self.options.supervision.drain).await;
+            }
+            tracing::info!(server = %name, "server unregistered");
+            Ok(RemovedServer {
+                server_name: name.clone(),
+                purged_contents,
+            })
+        })
+        .await
     }
 }
 

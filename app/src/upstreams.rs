@@ -34,7 +34,8 @@ const PER_SESSION: usize = 8;
 /// A session lent to one request; returns its slot when dropped.
 pub(crate) struct Lease {
     session: Arc<dyn UpstreamSession>,
-    /// True when the session was opened for this lease.
+    /// True when the session replaces sessions that all died: whatever the server announced
+    /// in between was missed. (Not for the first session, nor for one that grows the pool.)
     pub(crate) is_new: bool,
     in_flight: Arc<AtomicUsize>,
     _permit: OwnedSemaphorePermit,
@@ -86,6 +87,10 @@ pub(crate) struct Upstream {
     status: Mutex<StatusRecord>,
     /// Wakes the supervisor when a failure changes the schedule.
     wake: tokio::sync::Notify,
+    /// Cancelled when the server is unregistered: its supervisor stops.
+    retired: CancellationToken,
+    /// Set once the server has had a session.
+    ever_connected: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -111,6 +116,8 @@ impl Upstream {
             health: Mutex::new(Health::default()),
             status: Mutex::new(StatusRecord::default()),
             wake: tokio::sync::Notify::new(),
+            retired: CancellationToken::new(),
+            ever_connected: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -194,12 +201,14 @@ impl Upstream {
             None => match connector.connect(&self.settings.spec, observer).await {
                 Ok(session) => {
                     let in_flight = Arc::new(AtomicUsize::new(0));
+                    let replaces_dead =
+                        pool.is_empty() && self.ever_connected.swap(true, Ordering::SeqCst);
                     pool.push(Pooled {
                         session: session.clone(),
                         in_flight: in_flight.clone(),
                     });
                     lock(&self.status).connected = true;
-                    (session, in_flight, true)
+                    (session, in_flight, replaces_dead)
                 }
                 // The caller records the failure (once), as it does for failed requests.
                 Err(e) => return Err(e),
@@ -292,6 +301,7 @@ impl Upstream {
 
     /// Waits up to `drain` for requests in flight to finish, then ends every session.
     pub(crate) async fn close(&self, drain: Duration) {
+        self.retired.cancel();
         let all = self.settings.pool_size * PER_SESSION as u32;
         let drained = tokio::time::timeout(drain, self.permits.acquire_many(all)).await;
         if drained.is_err() {
@@ -322,6 +332,7 @@ impl Upstream {
             };
             tokio::select! {
                 () = stop.cancelled() => return,
+                () = self.retired.cancelled() => return,
                 () = tokio::time::sleep_until(due) => {}
                 () = self.wake.notified() => continue,
             }
@@ -364,35 +375,100 @@ impl Upstream {
     }
 }
 
-/// Every registered server.
+/// Every registered server: those of the configuration file, and those added at runtime.
 #[derive(Debug)]
 pub(crate) struct Upstreams {
-    servers: Vec<Arc<Upstream>>,
+    servers: std::sync::RwLock<Vec<Arc<Upstream>>>,
+    configured: Vec<ServerName>,
+    supervision: Supervision,
 }
 
 impl Upstreams {
     pub(crate) fn new(settings: Vec<ServerSettings>, supervision: Supervision) -> Self {
+        let configured = settings.iter().map(|s| s.spec.name.clone()).collect();
         Self {
-            servers: settings
-                .into_iter()
-                .map(|s| Arc::new(Upstream::new(s, supervision)))
-                .collect(),
+            servers: std::sync::RwLock::new(
+                settings
+                    .into_iter()
+                    .map(|s| Arc::new(Upstream::new(s, supervision)))
+                    .collect(),
+            ),
+            configured,
+            supervision,
         }
     }
 
-    /// Every server, in name order.
-    pub(crate) fn all(&self) -> &[Arc<Upstream>] {
-        &self.servers
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Upstream>>> {
+        self.servers.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Arc<Upstream>>> {
+        self.servers.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every server.
+    pub(crate) fn all(&self) -> Vec<Arc<Upstream>> {
+        self.read().clone()
+    }
+
+    /// True for a server of the configuration file.
+    pub(crate) fn is_configured(&self, name: &ServerName) -> bool {
+        self.configured.contains(name)
+    }
+
+    /// Adds a server.
+    ///
+    /// # Errors
+    /// E001 when the name is taken, exactly or but for letter case, or the id is.
+    pub(crate) fn insert(&self, settings: ServerSettings) -> Result<Arc<Upstream>, Error> {
+        let mut servers = self.write();
+        let name = &settings.spec.name;
+        if let Some(taken) = servers
+            .iter()
+            .find(|u| u.name() == name || u.name().collides_with(name))
+        {
+            return Err(Error::invalid(format!(
+                "a server named '{}' is already registered{}",
+                taken.name(),
+                if taken.name() == name {
+                    ""
+                } else {
+                    " (names must differ by more than letter case)"
+                }
+            )));
+        }
+        if let Some(taken) = servers
+            .iter()
+            .find(|u| u.settings.spec.id == settings.spec.id)
+        {
+            return Err(Error::invalid(format!(
+                "server '{}' already has the id {}",
+                taken.name(),
+                settings.spec.id
+            )));
+        }
+        let upstream = Arc::new(Upstream::new(settings, self.supervision));
+        servers.push(upstream.clone());
+        servers.sort_by(|a, b| a.name().cmp(b.name()));
+        Ok(upstream)
+    }
+
+    /// Takes a server out of the registry (its sessions are the caller's to close).
+    pub(crate) fn take(&self, name: &ServerName) -> Option<Arc<Upstream>> {
+        let mut servers = self.write();
+        let at = servers.iter().position(|u| u.name() == name)?;
+        Some(servers.remove(at))
     }
 
     /// The server with exactly this name.
     ///
     /// # Errors
     /// E003 when no server has this name.
-    pub(crate) fn by_name(&self, name: &ServerName) -> Result<&Arc<Upstream>, Error> {
-        self.servers
+    pub(crate) fn by_name(&self, name: &ServerName) -> Result<Arc<Upstream>, Error> {
+        self.read()
             .iter()
             .find(|u| u.name() == name)
+            .cloned()
             .ok_or_else(|| not_registered(name.as_str()))
     }
 
@@ -404,14 +480,13 @@ impl Upstreams {
         &self,
         selector: Option<&ServerSelector>,
     ) -> Result<Vec<Arc<Upstream>>, Error> {
+        let all = self.all();
         match selector {
-            None => Ok(self.servers.clone()),
+            None => Ok(all),
             Some(sel) => {
-                let found: Vec<_> = self
-                    .servers
-                    .iter()
+                let found: Vec<_> = all
+                    .into_iter()
                     .filter(|u| sel.selects(&u.settings.spec.name, &u.settings.spec.id))
-                    .cloned()
                     .collect();
                 if found.is_empty() {
                     Err(not_registered(sel.as_str()))
@@ -424,7 +499,8 @@ impl Upstreams {
 
     /// Drains and closes every server's sessions.
     pub(crate) async fn close_all(&self, drain: Duration) {
-        futures::future::join_all(self.servers.iter().map(|u| u.close(drain))).await;
+        let all = self.all();
+        futures::future::join_all(all.iter().map(|u| u.close(drain))).await;
     }
 }
 

@@ -26,7 +26,7 @@ pub use resource::{
     ConnectionStatus, ListResourcesResult, Origin, ReadResourceResult, Resource, ResourceType,
     ResourceVersion, ServerStatus, UpstreamFailure,
 };
-pub use server::{Endpoint, ServerId, ServerName, ServerSpec};
+pub use server::{Endpoint, ServerDraft, ServerId, ServerName, ServerSpec};
 pub use text::sanitize_label;
 pub use uri::{ResourceUri, encode_path, template_to_gateway};
 pub use version::{Digest, Retention, VersionSelector, version_name};

@@ -120,7 +120,7 @@ impl ConnectionStatus {
 }
 
 /// A server's status as listings report it (the spec's MCPConnection).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerStatus {
     /// The server's stable id.
     pub server_id: ServerId,

@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeMap, fmt, time::Duration};
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::Error;
 
@@ -61,6 +61,13 @@ impl fmt::Display for ServerName {
     }
 }
 
+impl<'de> Deserialize<'de> for ServerName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::parse(&text).map_err(|e| serde::de::Error::custom(e.message()))
+    }
+}
+
 impl Serialize for ServerName {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.0)
@@ -108,6 +115,13 @@ impl ServerId {
 impl fmt::Display for ServerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ServerId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::parse(&text).map_err(|e| serde::de::Error::custom(e.message()))
     }
 }
 
@@ -190,6 +204,116 @@ impl ServerSpec {
             timeout: Self::DEFAULT_TIMEOUT,
             max_pages: Self::DEFAULT_MAX_PAGES,
         }
+    }
+}
+
+/// A server as someone describes it (a configuration section, a tool call, a command line),
+/// before it is checked. `field` names where each value came from in error messages.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerDraft {
+    /// The name to register.
+    pub name: String,
+    /// An explicit id.
+    pub id: Option<String>,
+    /// A streamable HTTP endpoint.
+    pub endpoint: Option<String>,
+    /// A program to run over stdio.
+    pub command: Option<String>,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Its working directory.
+    pub cwd: Option<String>,
+    /// Request timeout, in seconds.
+    pub timeout_secs: Option<f64>,
+    /// Page bound for listings.
+    pub max_pages: Option<u32>,
+}
+
+impl ServerDraft {
+    /// Checks the draft and builds the spec. `prefix` goes before each field name in messages
+    /// (`servers.docs.` for a configuration section).
+    ///
+    /// # Errors
+    /// E001 naming the field: a bad name or id, neither or both of endpoint and command, an
+    /// endpoint that is not http(s), stdio fields on an HTTP server, a timeout outside
+    /// (0, 3600] seconds, a page bound of 0.
+    pub fn into_spec(self, prefix: &str) -> Result<ServerSpec, Error> {
+        let field = |k: &str| format!("{prefix}{k}");
+        let name = ServerName::parse(&self.name)
+            .map_err(|e| Error::invalid(format!("{}: {}", field("name"), e.message())))?;
+        let endpoint = match (self.endpoint, self.command) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(format!(
+                    "{} and {} are both set; use endpoint for HTTP servers, command for stdio ones",
+                    field("endpoint"),
+                    field("command")
+                )));
+            }
+            (None, None) => {
+                return Err(Error::invalid(format!(
+                    "{} (an http(s) URL) or {} (a program to run) is needed",
+                    field("endpoint"),
+                    field("command")
+                )));
+            }
+            (Some(url), None) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() > 2048
+                {
+                    return Err(Error::invalid(format!(
+                        "{} must be an http:// or https:// URL, got {:?}",
+                        field("endpoint"),
+                        url.chars().take(128).collect::<String>()
+                    )));
+                }
+                if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() {
+                    return Err(Error::invalid(format!(
+                        "{}args, env and cwd apply to command servers, not endpoint ones",
+                        prefix
+                    )));
+                }
+                Endpoint::Http { url }
+            }
+            (None, Some(command)) => {
+                if command.trim().is_empty() {
+                    return Err(Error::invalid(format!(
+                        "{} must not be empty",
+                        field("command")
+                    )));
+                }
+                Endpoint::Stdio {
+                    command,
+                    args: self.args,
+                    env: self.env,
+                    cwd: self.cwd,
+                }
+            }
+        };
+        let mut spec = ServerSpec::new(name, endpoint);
+        if let Some(id) = self.id {
+            spec.id = ServerId::parse(&id)
+                .map_err(|e| Error::invalid(format!("{}: {}", field("id"), e.message())))?;
+        }
+        if let Some(t) = self.timeout_secs {
+            if !(t.is_finite() && t > 0.0 && t <= 3600.0) {
+                return Err(Error::invalid(format!(
+                    "{} must be more than 0 and at most 3600 seconds, got {t}",
+                    field("timeout")
+                )));
+            }
+            spec.timeout = Duration::from_secs_f64(t);
+        }
+        if let Some(p) = self.max_pages {
+            if p == 0 {
+                return Err(Error::invalid(format!(
+                    "{} must be at least 1",
+                    field("max_pages")
+                )));
+            }
+            spec.max_pages = p;
+        }
+        Ok(spec)
     }
 }
 

@@ -1,6 +1,8 @@
 //! The driving port: what the MCP server and the CLI ask of the application.
 
 use async_trait::async_trait;
+
+use crate::RegisteredServer;
 use quarry_domain::{
     ByteRange, Error, ListQuery, ListResourcesResult, Principal, ReadResourceResult, ResourceUri,
     ResourceVersion, ServerName, ServerStatus,
@@ -76,15 +78,42 @@ pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
     /// E003 for an unregistered server, E012 when the store fails.
     async fn versions(&self, uri: &ResourceUri) -> Result<Vec<ResourceVersion>, Error>;
 
-    /// Drops cached content and listings: everything, one server's, or one resource's.
+    /// Drops cached content and listings: everything, one server's, or one resource's. With an
+    /// idempotency key, a repeat of the same request returns the first result.
     ///
     /// # Errors
-    /// E003 for an unregistered server.
+    /// E003 for an unregistered server; E010 when the key was used with another request.
     async fn purge(
         &self,
         server: Option<ServerName>,
         uri: Option<ResourceUri>,
+        idempotency_key: Option<String>,
     ) -> Result<PurgeReport, Error>;
+
+    /// Registers a server at runtime (persisted, supervised at once when serving).
+    ///
+    /// # Errors
+    /// E001 when the name (or, ignoring case, a near twin) is taken or the registration is
+    /// invalid; E004 when an agent asks for a stdio command and the configuration does not allow
+    /// it; E010 on an idempotency conflict; E012 when the store fails.
+    async fn add_server(
+        &self,
+        server: RegisteredServer,
+        requester: Requester,
+        idempotency_key: Option<String>,
+    ) -> Result<ServerStatus, Error>;
+
+    /// Unregisters a server registered at runtime: its sessions end (children stop), its cache
+    /// goes. Servers from the configuration file are removed by editing it.
+    ///
+    /// # Errors
+    /// E003 for an unknown server; E001 for a server from the configuration file; E010 on an
+    /// idempotency conflict; E012 when the store fails.
+    async fn remove_server(
+        &self,
+        name: ServerName,
+        idempotency_key: Option<String>,
+    ) -> Result<RemovedServer, Error>;
 }
 
 /// A resource template as Quarry publishes it.
@@ -101,10 +130,28 @@ pub struct GatewayTemplate {
 }
 
 /// What a purge dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PurgeReport {
     /// Cached contents dropped.
     pub contents: u64,
     /// Cached listings dropped.
     pub listings: u64,
+}
+
+/// Who asks for a change to the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requester {
+    /// An agent, through the MCP tools.
+    Agent,
+    /// An operator, at the command line.
+    Operator,
+}
+
+/// What removing a server did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RemovedServer {
+    /// The server removed.
+    pub server_name: ServerName,
+    /// Cached contents dropped with it.
+    pub purged_contents: u64,
 }

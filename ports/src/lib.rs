@@ -9,13 +9,17 @@ mod cache;
 mod clock;
 mod gateway;
 mod key;
+mod registry;
 mod upstream;
 mod versions;
 
 pub use cache::{CacheStats, CachedContent, ContentCache};
 pub use clock::{Clock, SystemClock};
-pub use gateway::{GatewayTemplate, PurgeReport, ReadRequest, ResourceGateway};
+pub use gateway::{
+    GatewayTemplate, PurgeReport, ReadRequest, RemovedServer, Requester, ResourceGateway,
+};
 pub use key::ResourceKey;
+pub use registry::{IdempotencyStore, RegisteredServer, Remembered, ServerRegistry};
 pub use upstream::{
     Fetched, UpstreamConnector, UpstreamError, UpstreamListing, UpstreamObserver, UpstreamResource,
     UpstreamSession, UpstreamTemplate,
@@ -26,6 +30,8 @@ pub use versions::{Recorded, StoreError, VersionStore, VersionSummary};
 pub use cache::MockContentCache;
 #[cfg(feature = "mocks")]
 pub use clock::MockClock;
+#[cfg(feature = "mocks")]
+pub use registry::{MockIdempotencyStore, MockServerRegistry};
 #[cfg(feature = "mocks")]
 pub use upstream::{MockUpstreamConnector, MockUpstreamObserver, MockUpstreamSession};
 #[cfg(feature = "mocks")]

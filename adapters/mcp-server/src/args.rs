@@ -2,10 +2,10 @@
 //! URIs are E001 with a message saying which argument and why. Never a panic.
 
 use quarry_domain::{
-    ByteRange, Error, ListQuery, PageLimit, Principal, ResourceType, ResourceUri, ServerName,
-    ServerSelector,
+    ByteRange, Error, ListQuery, PageLimit, Principal, ResourceType, ResourceUri, ServerDraft,
+    ServerName, ServerSelector,
 };
-use quarry_ports::ReadRequest;
+use quarry_ports::{ReadRequest, RegisteredServer};
 use rmcp::model::JsonObject;
 use serde::Deserialize;
 
@@ -39,6 +39,114 @@ struct PurgeArgs {
     server: Option<String>,
     #[serde(default)]
     resource_uri: Option<String>,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddServerArgs {
+    name: String,
+    #[serde(default)]
+    endpoint: Option<String>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    timeout: Option<f64>,
+    #[serde(default)]
+    retry_attempts: Option<u32>,
+    #[serde(default)]
+    retry_delay: Option<f64>,
+    #[serde(default)]
+    pool_size: Option<u32>,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemoveServerArgs {
+    name: String,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+fn idempotency(key: Option<String>) -> Result<Option<String>, Error> {
+    match key {
+        Some(k) if k.is_empty() || k.chars().count() > 128 => Err(Error::invalid(
+            "idempotency_key must be 1 to 128 characters",
+        )),
+        other => Ok(other),
+    }
+}
+
+/// A parsed `purge_mcp_cache` call: the server, the resource, the idempotency key.
+pub(crate) type PurgeCall = (Option<ServerName>, Option<ResourceUri>, Option<String>);
+
+/// A parsed `add_mcp_server` call.
+pub(crate) fn add_server(
+    args: Option<JsonObject>,
+) -> Result<(RegisteredServer, Option<String>), Error> {
+    let a: AddServerArgs = decode("add_mcp_server", args)?;
+    if a.args.len() > 64 || a.env.len() > 64 {
+        return Err(Error::invalid("args and env take at most 64 entries each"));
+    }
+    let spec = ServerDraft {
+        name: a.name,
+        id: None,
+        endpoint: a.endpoint,
+        command: a.command,
+        args: a.args,
+        env: a.env,
+        cwd: a.cwd,
+        timeout_secs: a.timeout,
+        max_pages: None,
+    }
+    .into_spec("")?;
+    let retry_attempts = match a.retry_attempts {
+        Some(n) if n > 10 => return Err(Error::invalid("retry_attempts must be at most 10")),
+        Some(n) => n,
+        None => 3,
+    };
+    let retry_delay = match a.retry_delay {
+        Some(d) if !(d.is_finite() && d > 0.0 && d <= 30.0) => {
+            return Err(Error::invalid(
+                "retry_delay must be more than 0 and at most 30 seconds",
+            ));
+        }
+        Some(d) => std::time::Duration::from_secs_f64(d),
+        None => std::time::Duration::from_secs(1),
+    };
+    let pool_size = match a.pool_size {
+        Some(n) if !(1..=100).contains(&n) => {
+            return Err(Error::invalid("pool_size must be between 1 and 100"));
+        }
+        Some(n) => n,
+        None => 10,
+    };
+    let server = RegisteredServer {
+        spec,
+        retry_attempts,
+        retry_delay,
+        pool_size,
+    };
+    Ok((server, idempotency(a.idempotency_key)?))
+}
+
+/// A parsed `remove_mcp_server` call.
+pub(crate) fn remove_server(
+    args: Option<JsonObject>,
+) -> Result<(ServerName, Option<String>), Error> {
+    let a: RemoveServerArgs = decode("remove_mcp_server", args)?;
+    let name =
+        ServerName::parse(&a.name).map_err(|e| Error::invalid(format!("name: {}", e.message())))?;
+    Ok((name, idempotency(a.idempotency_key)?))
 }
 
 #[derive(Debug, Deserialize)]
@@ -120,9 +228,7 @@ pub(crate) fn versions(args: Option<JsonObject>) -> Result<ResourceUri, Error> {
     ResourceUri::parse(&a.resource_uri)
 }
 
-pub(crate) fn purge(
-    args: Option<JsonObject>,
-) -> Result<(Option<ServerName>, Option<ResourceUri>), Error> {
+pub(crate) fn purge(args: Option<JsonObject>) -> Result<PurgeCall, Error> {
     let a: PurgeArgs = decode("purge_mcp_cache", args)?;
     let server = a
         .server
@@ -136,7 +242,7 @@ pub(crate) fn purge(
         .as_deref()
         .map(ResourceUri::parse)
         .transpose()?;
-    Ok((server, uri))
+    Ok((server, uri, idempotency(a.idempotency_key)?))
 }
 
 /// The gateway URI a read asked for, when it can be told even though the arguments failed: the

@@ -14,6 +14,10 @@ pub const READ_TOOL: &str = "read_mcp_resource";
 pub const VERSIONS_TOOL: &str = "list_mcp_resource_versions";
 /// `purge_mcp_cache`: drop cached content and listings.
 pub const PURGE_TOOL: &str = "purge_mcp_cache";
+/// `add_mcp_server`: register an upstream server at runtime.
+pub const ADD_SERVER_TOOL: &str = "add_mcp_server";
+/// `remove_mcp_server`: unregister a server added at runtime.
+pub const REMOVE_SERVER_TOOL: &str = "remove_mcp_server";
 
 const DRAFT: &str = "https://json-schema.org/draft/2020-12/schema";
 /// The `_meta` key under which each tool names the OAuth scope it requires.
@@ -274,7 +278,8 @@ fn purge_tool() -> Tool {
             "server": {"type": ["string", "null"], "minLength": 1, "maxLength": 128,
                        "description": "Only this server's cached content and listing"},
             "resource_uri": {"type": ["string", "null"], "pattern": "^mcp://[a-zA-Z0-9_-]+/[a-zA-Z0-9_/.-]+$",
-                             "description": "Only this resource's cached content"}
+                             "description": "Only this resource's cached content"},
+            "idempotency_key": idempotency_key()
         }
     });
     let output = with_error_fields(json!({
@@ -306,6 +311,103 @@ fn purge_tool() -> Tool {
     .with_meta(scope("cache:admin"))
 }
 
+fn idempotency_key() -> Value {
+    json!({"type": ["string", "null"], "minLength": 1, "maxLength": 128,
+           "description": "Repeating a call with the same key and arguments returns the first result; other arguments under the same key are refused (E010)"})
+}
+
+fn add_server_tool() -> Tool {
+    let input = json!({
+        "$schema": DRAFT,
+        "title": "AddServerRequest",
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"},
+            "endpoint": {"type": ["string", "null"], "maxLength": 2048, "description": "A streamable HTTP endpoint (http:// or https://)"},
+            "command": {"type": ["string", "null"], "minLength": 1, "maxLength": 4096, "description": "A program to run over stdio (only when the configuration allows agents to add commands)"},
+            "args": {"type": "array", "items": {"type": "string", "maxLength": 4096}, "maxItems": 64},
+            "env": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 4096}, "maxProperties": 64},
+            "cwd": {"type": ["string", "null"], "maxLength": 4096},
+            "timeout": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 3600, "description": "Seconds allowed for each request"},
+            "retry_attempts": {"type": ["integer", "null"], "minimum": 0, "maximum": 10},
+            "retry_delay": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 30},
+            "pool_size": {"type": ["integer", "null"], "minimum": 1, "maximum": 100},
+            "idempotency_key": idempotency_key()
+        }
+    });
+    let mut properties = server_schema()["properties"].clone();
+    if let Some(props) = properties.as_object_mut() {
+        props.insert("success".into(), json!({"type": "boolean"}));
+    }
+    let output = with_error_fields(json!({
+        "$schema": DRAFT,
+        "title": "AddServerResult",
+        "type": "object",
+        "required": ["success"],
+        "properties": properties
+    }));
+    Tool::new(
+        ADD_SERVER_TOOL,
+        "Register an upstream MCP server with Quarry (kept across restarts) and connect to it. \
+         Give an HTTP endpoint, or a command to run over stdio where the gateway's configuration \
+         allows agents to add commands.",
+        object(input),
+    )
+    .with_title("AddMcpServerTool")
+    .with_raw_output_schema(object(output))
+    .with_annotations(
+        ToolAnnotations::with_title("AddMcpServerTool")
+            .read_only(false)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(true),
+    )
+    .with_meta(scope("servers:admin"))
+}
+
+fn remove_server_tool() -> Tool {
+    let input = json!({
+        "$schema": DRAFT,
+        "title": "RemoveServerRequest",
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"},
+            "idempotency_key": idempotency_key()
+        }
+    });
+    let output = with_error_fields(json!({
+        "$schema": DRAFT,
+        "title": "RemoveServerResult",
+        "type": "object",
+        "required": ["success"],
+        "properties": {
+            "success": {"type": "boolean"},
+            "server_name": {"type": "string"},
+            "purged_contents": {"type": "integer", "minimum": 0}
+        }
+    }));
+    Tool::new(
+        REMOVE_SERVER_TOOL,
+        "Unregister an upstream server that was added at runtime: its connections end and its \
+         cached content is dropped. Servers from the configuration file are removed there.",
+        object(input),
+    )
+    .with_title("RemoveMcpServerTool")
+    .with_raw_output_schema(object(output))
+    .with_annotations(
+        ToolAnnotations::with_title("RemoveMcpServerTool")
+            .read_only(false)
+            .destructive(true)
+            .idempotent(true)
+            .open_world(false),
+    )
+    .with_meta(scope("servers:admin"))
+}
+
 fn scope(name: &str) -> MetaObject {
     let mut meta = JsonObject::new();
     meta.insert(SCOPE_KEY.to_owned(), Value::String(name.to_owned()));
@@ -314,7 +416,14 @@ fn scope(name: &str) -> MetaObject {
 
 /// Every published tool, in a fixed order.
 pub fn catalogue() -> Vec<Tool> {
-    vec![list_tool(), read_tool(), versions_tool(), purge_tool()]
+    vec![
+        list_tool(),
+        read_tool(),
+        versions_tool(),
+        purge_tool(),
+        add_server_tool(),
+        remove_server_tool(),
+    ]
 }
 
 #[cfg(test)]

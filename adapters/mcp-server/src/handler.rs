@@ -5,7 +5,7 @@ use std::sync::Arc;
 use quarry_domain::{
     Error, ErrorCode, ListQuery, PageLimit, Principal, Resource as DomainResource, ResourceUri,
 };
-use quarry_ports::{ReadRequest, ResourceGateway};
+use quarry_ports::{ReadRequest, Requester, ResourceGateway};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
@@ -21,7 +21,10 @@ use serde_json::{Value, json};
 
 use crate::{
     args,
-    catalogue::{LIST_TOOL, PURGE_TOOL, READ_TOOL, VERSIONS_TOOL, catalogue},
+    catalogue::{
+        ADD_SERVER_TOOL, LIST_TOOL, PURGE_TOOL, READ_TOOL, REMOVE_SERVER_TOOL, VERSIONS_TOOL,
+        catalogue,
+    },
 };
 
 /// Page size of the native `resources/list`.
@@ -94,10 +97,37 @@ impl GatewayServer {
     }
 
     async fn call_purge(&self, arguments: Option<rmcp::model::JsonObject>) -> Result<Value, Error> {
-        let (server, uri) = args::purge(arguments)?;
-        let report = self.gateway.purge(server, uri).await?;
+        let (server, uri, key) = args::purge(arguments)?;
+        let report = self.gateway.purge(server, uri, key).await?;
         Ok(
             json!({"success": true, "purged_contents": report.contents, "purged_listings": report.listings}),
+        )
+    }
+
+    async fn call_add_server(
+        &self,
+        arguments: Option<rmcp::model::JsonObject>,
+    ) -> Result<Value, Error> {
+        let (server, key) = args::add_server(arguments)?;
+        let status = self
+            .gateway
+            .add_server(server, Requester::Agent, key)
+            .await?;
+        let mut value = serde_json::to_value(status).map_err(|_| Error::internal())?;
+        if let Some(map) = value.as_object_mut() {
+            map.insert("success".into(), Value::Bool(true));
+        }
+        Ok(value)
+    }
+
+    async fn call_remove_server(
+        &self,
+        arguments: Option<rmcp::model::JsonObject>,
+    ) -> Result<Value, Error> {
+        let (name, key) = args::remove_server(arguments)?;
+        let removed = self.gateway.remove_server(name, key).await?;
+        Ok(
+            json!({"success": true, "server_name": removed.server_name, "purged_contents": removed.purged_contents}),
         )
     }
 }
@@ -200,6 +230,14 @@ impl ServerHandler for GatewayServer {
             }
             PURGE_TOOL => self
                 .call_purge(request.arguments)
+                .await
+                .map_err(|e| (e, None)),
+            ADD_SERVER_TOOL => self
+                .call_add_server(request.arguments)
+                .await
+                .map_err(|e| (e, None)),
+            REMOVE_SERVER_TOOL => self
+                .call_remove_server(request.arguments)
                 .await
                 .map_err(|e| (e, None)),
             other => {

@@ -9,7 +9,9 @@ mod args;
 mod catalogue;
 mod handler;
 
-pub use catalogue::{LIST_TOOL, PURGE_TOOL, READ_TOOL, VERSIONS_TOOL, catalogue};
+pub use catalogue::{
+    ADD_SERVER_TOOL, LIST_TOOL, PURGE_TOOL, READ_TOOL, REMOVE_SERVER_TOOL, VERSIONS_TOOL, catalogue,
+};
 pub use handler::{GatewayServer, ServerOptions};
 
 use std::sync::Arc;

@@ -1,8 +1,10 @@
 //! The embedded store: one SQLite file, through sqlx, holding the version history of every
-//! resource Quarry has read.
+//! resource Quarry has read, the servers registered at runtime, and idempotency records.
 //!
 //! Architecture invariant: SQL stays here. sqlx errors become [`StoreError`] at this seam; the
 //! schema lives in `migrations/` and is applied on open.
+
+mod registry;
 
 use std::{path::Path, str::FromStr, time::Duration};
 
@@ -23,15 +25,15 @@ use sqlx::{
 /// The SQLite store.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    pool: SqlitePool,
+    pub(crate) pool: SqlitePool,
     retention: Retention,
 }
 
-fn failed(e: impl std::fmt::Display) -> StoreError {
+pub(crate) fn failed(e: impl std::fmt::Display) -> StoreError {
     StoreError(e.to_string())
 }
 
-fn micros(t: Timestamp) -> i64 {
+pub(crate) fn micros(t: Timestamp) -> i64 {
     t.timestamp_micros()
 }
 

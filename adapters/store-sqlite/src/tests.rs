@@ -304,3 +304,106 @@ proptest! {
         })?;
     }
 }
+
+mod registry {
+    use std::{collections::BTreeMap, time::Duration};
+
+    use quarry_domain::{Endpoint, ServerName, ServerSpec};
+    use quarry_ports::{IdempotencyStore, RegisteredServer, Remembered, ServerRegistry};
+
+    use super::*;
+
+    fn stdio(name: &str) -> RegisteredServer {
+        let mut spec = ServerSpec::new(
+            ServerName::parse(name).unwrap(),
+            Endpoint::Stdio {
+                command: "node".into(),
+                args: vec!["server.js".into(), "--flag".into()],
+                env: BTreeMap::from([("MODE".into(), "test".into())]),
+                cwd: Some("/tmp".into()),
+            },
+        );
+        spec.timeout = Duration::from_millis(2500);
+        RegisteredServer {
+            spec,
+            retry_attempts: 2,
+            retry_delay: Duration::from_millis(500),
+            pool_size: 3,
+        }
+    }
+
+    #[tokio::test]
+    async fn servers_round_trip_and_every_change_bumps_the_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let store = SqliteStore::open(&path, Retention::default())
+            .await
+            .unwrap();
+        let g0 = store.generation().await.unwrap();
+        let a = stdio("alpha");
+        let b = RegisteredServer {
+            spec: ServerSpec::new(
+                ServerName::parse("beta").unwrap(),
+                Endpoint::Http {
+                    url: "https://mcp.example.com/mcp".into(),
+                },
+            ),
+            retry_attempts: 3,
+            retry_delay: Duration::from_secs(1),
+            pool_size: 10,
+        };
+        store.save(&a, at(0)).await.unwrap();
+        store.save(&b, at(1)).await.unwrap();
+        let g2 = store.generation().await.unwrap();
+        assert_eq!(g2, g0 + 2);
+        store.close().await;
+        let reopened = SqliteStore::open(&path, Retention::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            reopened.servers().await.unwrap(),
+            vec![a.clone(), b.clone()],
+            "survives a restart"
+        );
+        assert!(reopened.delete(&a.spec.name).await.unwrap());
+        assert!(!reopened.delete(&a.spec.name).await.unwrap());
+        assert_eq!(
+            reopened.generation().await.unwrap(),
+            g2 + 1,
+            "only a real change bumps it"
+        );
+        assert_eq!(reopened.servers().await.unwrap(), vec![b]);
+    }
+
+    #[tokio::test]
+    async fn the_first_result_under_a_key_stands() {
+        let store = SqliteStore::in_memory(Retention::default()).await.unwrap();
+        assert_eq!(store.recall("tool", "k").await.unwrap(), None);
+        let first = Remembered {
+            payload_digest: "d1".into(),
+            result: "{\"n\":1}".into(),
+        };
+        store
+            .remember("tool", "k", first.clone(), at(0))
+            .await
+            .unwrap();
+        store
+            .remember(
+                "tool",
+                "k",
+                Remembered {
+                    payload_digest: "d2".into(),
+                    result: "{}".into(),
+                },
+                at(1),
+            )
+            .await
+            .unwrap();
+        assert_eq!(store.recall("tool", "k").await.unwrap(), Some(first));
+        assert_eq!(
+            store.recall("other", "k").await.unwrap(),
+            None,
+            "keys are per tool"
+        );
+    }
+}

@@ -1,6 +1,7 @@
 use std::io::Write;
 
 use super::*;
+use quarry_domain::Endpoint;
 
 fn no_env(_: &str) -> Option<String> {
     None
@@ -65,14 +66,17 @@ fn the_spec_shaped_file_parses() {
 #[test]
 fn mistakes_are_named_precisely() {
     let cases = [
-        ("[servers.a]\n", "needs endpoint"),
+        (
+            "[servers.a]\n",
+            "servers.a.endpoint (an http(s) URL) or servers.a.command (a program to run) is needed",
+        ),
         (
             "[servers.a]\nendpoint = \"ftp://x\"\n",
             "servers.a.endpoint must be an http",
         ),
         (
             "[servers.a]\nendpoint = \"http://x\"\ncommand = \"y\"\n",
-            "sets both",
+            "are both set",
         ),
         ("[servers.\"a b\"]\ncommand = \"x\"\n", "servers.a b"),
         (

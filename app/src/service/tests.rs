@@ -198,6 +198,7 @@ fn options() -> ServiceOptions {
             jitter: 0.0,
             ..Supervision::default()
         },
+        allow_tool_commands: false,
     }
 }
 
@@ -245,7 +246,7 @@ async fn world_with(docs: FakeSession) -> World {
         vec![settings("docs"), settings("down")],
         connector.clone(),
         cache.clone(),
-        store,
+        stores(store),
         clock.clone(),
         options(),
     );
@@ -718,17 +719,17 @@ async fn purge_drops_content_and_listings() {
         .unwrap();
     let one = w
         .service
-        .purge(None, Some(ResourceUri::parse(A).unwrap()))
+        .purge(None, Some(ResourceUri::parse(A).unwrap()), None)
         .await
         .unwrap();
     assert_eq!((one.contents, one.listings), (1, 0));
     assert!(!w.service.read_resource(read(A)).await.unwrap().cached);
-    let all = w.service.purge(None, None).await.unwrap();
+    let all = w.service.purge(None, None, None).await.unwrap();
     assert_eq!((all.contents, all.listings), (1, 1));
     assert!(!w.service.read_resource(read(A)).await.unwrap().cached);
     let bad = w
         .service
-        .purge(Some(ServerName::parse("nope").unwrap()), None)
+        .purge(Some(ServerName::parse("nope").unwrap()), None, None)
         .await
         .unwrap_err();
     assert_eq!(bad.code(), ErrorCode::E003);
@@ -796,8 +797,8 @@ async fn reads_retry_a_dead_connection_on_the_configured_schedule() {
         vec![settings("docs")],
         Arc::new(connector),
         Arc::new(LruContentCache::new(1 << 20)),
-        // Never reached: no connection, no content. (A real pool's timers misbehave on a paused clock.)
-        Arc::new(quarry_ports::MockVersionStore::new()),
+        // Never reached (no connection and no content); a real pool's timers misbehave on a paused clock.
+        stores(Arc::new(quarry_ports::MockVersionStore::new())),
         FixedClock::new(),
         options(),
     );
@@ -854,7 +855,7 @@ fn service_with(
         vec![settings("docs")],
         connector,
         Arc::new(LruContentCache::new(1 << 20)),
-        store,
+        stores(store),
         FixedClock::new(),
         ServiceOptions {
             supervision,
@@ -959,7 +960,7 @@ async fn av_2_the_circuit_opens_after_repeated_failures_and_fails_fast() {
         vec![docs],
         Arc::new(connector),
         Arc::new(LruContentCache::new(1 << 20)),
-        Arc::new(quarry_ports::MockVersionStore::new()),
+        stores(Arc::new(quarry_ports::MockVersionStore::new())),
         FixedClock::new(),
         ServiceOptions {
             supervision,
@@ -1071,4 +1072,82 @@ async fn a_session_failing_its_health_check_is_replaced() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(connector.count(), 2, "and replaced on the backoff schedule");
     service.shutdown().await;
+}
+
+/// A registry with nothing registered, and no idempotency records: for tests about other things.
+#[derive(Debug, Default)]
+struct EmptyRegistry;
+
+#[async_trait]
+impl quarry_ports::ServerRegistry for EmptyRegistry {
+    async fn servers(
+        &self,
+    ) -> Result<Vec<quarry_ports::RegisteredServer>, quarry_ports::StoreError> {
+        Ok(vec![])
+    }
+    async fn save(
+        &self,
+        _: &quarry_ports::RegisteredServer,
+        _: Timestamp,
+    ) -> Result<(), quarry_ports::StoreError> {
+        Ok(())
+    }
+    async fn delete(&self, _: &ServerName) -> Result<bool, quarry_ports::StoreError> {
+        Ok(false)
+    }
+    async fn generation(&self) -> Result<u64, quarry_ports::StoreError> {
+        Ok(0)
+    }
+}
+
+#[async_trait]
+impl quarry_ports::IdempotencyStore for EmptyRegistry {
+    async fn recall(
+        &self,
+        _: &str,
+        _: &str,
+    ) -> Result<Option<quarry_ports::Remembered>, quarry_ports::StoreError> {
+        Ok(None)
+    }
+    async fn remember(
+        &self,
+        _: &str,
+        _: &str,
+        _: quarry_ports::Remembered,
+        _: Timestamp,
+    ) -> Result<(), quarry_ports::StoreError> {
+        Ok(())
+    }
+}
+
+fn stores(versions: Arc<dyn quarry_ports::VersionStore>) -> Stores {
+    Stores {
+        versions,
+        registry: Arc::new(EmptyRegistry),
+        idempotency: Arc::new(EmptyRegistry),
+    }
+}
+
+// A session that replaces sessions which all died may have missed announcements: what is cached
+// for the server is dropped. A session that only grows the pool drops nothing.
+#[tokio::test]
+async fn replacing_dead_sessions_drops_the_servers_cache() {
+    let connector = CountingConnector::new(FakeSession::default);
+    let store = Arc::new(SqliteStore::in_memory(Retention::default()).await.unwrap());
+    let service = service_with(connector.clone(), store, Supervision::default());
+    service.read_resource(read(A)).await.unwrap();
+    assert!(service.read_resource(read(A)).await.unwrap().cached);
+    connector.made.lock().unwrap()[0]
+        .closed
+        .store(true, Ordering::SeqCst);
+    let other = service
+        .read_resource(read("mcp://docs/file_3A///missing"))
+        .await
+        .unwrap_err();
+    assert_eq!(other.code(), ErrorCode::E002);
+    assert_eq!(connector.count(), 2, "a new session replaced the dead one");
+    assert!(
+        !service.read_resource(read(A)).await.unwrap().cached,
+        "the cache was dropped"
+    );
 }

@@ -8,6 +8,7 @@
 mod cli;
 mod peers;
 mod readpath;
+mod registry;
 mod serve;
 mod supervision;
 mod support;

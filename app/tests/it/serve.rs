@@ -426,7 +426,9 @@ async fn tr_7_stdout_carries_only_mcp_even_after_garbage_input() {
                     json!("list_mcp_resources"),
                     json!("read_mcp_resource"),
                     json!("list_mcp_resource_versions"),
-                    json!("purge_mcp_cache")
+                    json!("purge_mcp_cache"),
+                    json!("add_mcp_server"),
+                    json!("remove_mcp_server")
                 ]
             );
             seen_tools = true;
@@ -460,7 +462,7 @@ async fn serve_starts_with_no_configuration_and_zero_upstreams() {
         .await
         .unwrap();
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 4);
+    assert_eq!(tools.len(), 6);
     let empty = call(&client, "list_mcp_resources", json!({})).await;
     assert_eq!(empty["total_count"], 0);
     assert_eq!(empty["servers"], json!([]));

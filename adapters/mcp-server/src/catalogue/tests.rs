@@ -29,13 +29,25 @@ fn the_catalogue_is_pinned() {
 #[test]
 fn annotations_and_scopes_match_what_each_tool_does() {
     let names: Vec<_> = catalogue().iter().map(|t| t.name.to_string()).collect();
-    assert_eq!(names, [LIST_TOOL, READ_TOOL, VERSIONS_TOOL, PURGE_TOOL]);
+    assert_eq!(
+        names,
+        [
+            LIST_TOOL,
+            READ_TOOL,
+            VERSIONS_TOOL,
+            PURGE_TOOL,
+            ADD_SERVER_TOOL,
+            REMOVE_SERVER_TOOL
+        ]
+    );
     for t in catalogue() {
         let a = t.annotations.clone().expect("annotations");
         let (read_only, destructive, open_world, scope) = match t.name.as_ref() {
             LIST_TOOL | READ_TOOL => (true, false, true, "resources:read"),
             VERSIONS_TOOL => (true, false, false, "resources:read"),
             PURGE_TOOL => (false, true, false, "cache:admin"),
+            ADD_SERVER_TOOL => (false, false, true, "servers:admin"),
+            REMOVE_SERVER_TOOL => (false, true, false, "servers:admin"),
             other => panic!("unexpected tool {other}"),
         };
         assert_eq!(a.read_only_hint, Some(read_only), "{}", t.name);
@@ -51,6 +63,15 @@ fn annotations_and_scopes_match_what_each_tool_does() {
         assert_eq!(meta.0.get(SCOPE_KEY), Some(&json!(scope)), "{}", t.name);
         validator(&t.input_schema);
         validator(t.output_schema.as_ref().expect("output schema"));
+        // Every mutation takes an idempotency key.
+        if !read_only {
+            let props = t
+                .input_schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .unwrap();
+            assert!(props.contains_key("idempotency_key"), "{}", t.name);
+        }
     }
 }
 

@@ -1,0 +1,201 @@
+//! Servers registered at runtime: through the tool (by an agent) and the CLI (by an operator),
+//! persisted in the store, picked up by a running gateway, removed with their processes.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{QUARRY, call, call_error, gateway, http_fixture, stdio_fixture};
+
+// Registered servers survive a restart; idempotency keys replay or refuse; agents may not
+// register programs to run unless the configuration allows it.
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_add_http_servers_that_persist_and_remove_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = http_fixture("notes", 2).await;
+    let config = stdio_fixture("files", &[]);
+    let client = gateway(dir.path(), &config).await;
+
+    let add = json!({"name": "notes", "endpoint": notes.url, "idempotency_key": "add-notes-1"});
+    let added = call(&client, "add_mcp_server", add.clone()).await;
+    assert_eq!(added["server_name"], "notes");
+    assert_eq!(added["status"], "connected", "{added}");
+    assert_eq!(added["resource_count"], 8);
+    let replay = call(&client, "add_mcp_server", add).await;
+    assert_eq!(
+        replay, added,
+        "the same key and arguments replay the first result"
+    );
+    let (code, _) = call_error(
+        &client,
+        "add_mcp_server",
+        json!({"name": "notes2", "endpoint": notes.url, "idempotency_key": "add-notes-1"}),
+    )
+    .await;
+    assert_eq!(code, "E010");
+    let (code, message) = call_error(
+        &client,
+        "add_mcp_server",
+        json!({"name": "Notes", "endpoint": notes.url}),
+    )
+    .await;
+    assert_eq!(code, "E001", "{message}");
+    let (code, message) = call_error(
+        &client,
+        "add_mcp_server",
+        json!({"name": "evil", "command": "sh", "args": ["-c", "id"]}),
+    )
+    .await;
+    assert_eq!(code, "E004", "{message}");
+    let (code, _) = call_error(
+        &client,
+        "add_mcp_server",
+        json!({"name": "bad", "endpoint": "file:///etc/passwd"}),
+    )
+    .await;
+    assert_eq!(code, "E001");
+
+    let listing = call(&client, "list_mcp_resources", json!({"server": "notes"})).await;
+    assert_eq!(listing["total_count"], 8);
+    client.cancel().await.unwrap();
+
+    // A new gateway process on the same store has it.
+    let client = gateway(dir.path(), &config).await;
+    let listing = call(&client, "list_mcp_resources", json!({"limit": 1000})).await;
+    assert_eq!(listing["total_count"], 6 + 8, "{listing}");
+    let (code, _) = call_error(&client, "remove_mcp_server", json!({"name": "files"})).await;
+    assert_eq!(
+        code, "E001",
+        "configured servers are removed in the configuration file"
+    );
+    let removed = call(
+        &client,
+        "remove_mcp_server",
+        json!({"name": "notes", "idempotency_key": "rm-1"}),
+    )
+    .await;
+    assert_eq!(removed["server_name"], "notes");
+    let again = call(
+        &client,
+        "remove_mcp_server",
+        json!({"name": "notes", "idempotency_key": "rm-1"}),
+    )
+    .await;
+    assert_eq!(again, removed, "replayed");
+    let (code, _) = call_error(&client, "remove_mcp_server", json!({"name": "notes"})).await;
+    assert_eq!(code, "E003");
+    let (code, _) = call_error(&client, "list_mcp_resources", json!({"server": "notes"})).await;
+    assert_eq!(code, "E003");
+    client.cancel().await.unwrap();
+}
+
+fn quarry_cli(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(QUARRY)
+        .args(args)
+        .arg("--config")
+        .arg(dir.join("quarry.toml"))
+        .env("QUARRY_STORE_PATH", dir.join("quarry.db"))
+        .env_remove("QUARRY_CONFIG")
+        .output()
+        .unwrap()
+}
+
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let started = Instant::now();
+    while !check().await {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+// An operator adds a stdio server with the CLI; the running gateway picks it up, serves it, and
+// drops it (stopping its process) when the CLI removes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_registers_servers_a_running_gateway_picks_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = gateway(dir.path(), "").await;
+    let marker = format!("cli-added-{}", std::process::id());
+    let out = quarry_cli(
+        dir.path(),
+        &[
+            "servers",
+            "add",
+            "tools",
+            "--command",
+            QUARRY,
+            "--arg",
+            "fixture",
+            "--arg",
+            "--name",
+            "--arg",
+            &marker,
+            "--json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["status"], "connected", "{status}");
+    assert_eq!(status["resource_count"], 6);
+
+    eventually("the gateway to see the new server", async || {
+        let listing = call(&client, "list_mcp_resources", json!({})).await;
+        listing["total_count"] == 6
+    })
+    .await;
+    let read = call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://tools/fixture_3A//text/hello.txt"}),
+    )
+    .await;
+    assert_eq!(read["content"], format!("Hello from {marker}!\n"));
+
+    let listed: Value =
+        serde_json::from_slice(&quarry_cli(dir.path(), &["servers", "--json"]).stdout).unwrap();
+    assert_eq!(listed[0]["server_name"], "tools");
+    let dup = quarry_cli(
+        dir.path(),
+        &[
+            "servers",
+            "add",
+            "tools",
+            "--endpoint",
+            "http://127.0.0.1:1/mcp",
+        ],
+    );
+    assert_eq!(
+        dup.status.code(),
+        Some(11),
+        "{}",
+        String::from_utf8_lossy(&dup.stderr)
+    );
+
+    let out = quarry_cli(dir.path(), &["servers", "remove", "tools"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually("the gateway to drop the server", async || {
+        let (is_error, value) =
+            crate::support::call_raw(&client, "list_mcp_resources", json!({"server": "tools"}))
+                .await;
+        is_error && value["error_code"] == "E003"
+    })
+    .await;
+    eventually("the server's process to stop", async || {
+        !std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+        })
+    })
+    .await;
+    client.cancel().await.unwrap();
+}
