@@ -235,7 +235,12 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
                 inline_limit: settings.inline_limit_bytes,
                 principal: quarry_domain::Principal::local(),
             };
-            let result = quarry_mcp_server::serve_stdio(gateway, options, shutdown_signal()).await;
+            // On a signal, input ends: what is in flight is answered, then the server stops.
+            let shutdown = async move {
+                shutdown_signal().await;
+                tracing::info!("shutting down: answering requests in flight");
+            };
+            let result = quarry_mcp_server::serve_stdio(gateway, options, shutdown).await;
             service.shutdown().await;
             result.map_err(|e| {
                 tracing::error!("{e}");

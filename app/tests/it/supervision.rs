@@ -314,3 +314,41 @@ async fn rc_6_a_protocol_violating_upstream_affects_only_its_own_requests() {
     );
     client.cancel().await.unwrap();
 }
+
+// traces: AV-7 — on SIGTERM, a request in flight is answered before the gateway exits, and its
+// upstream processes stop with it.
+#[tokio::test(flavor = "multi_thread")]
+async fn av_7_sigterm_drains_requests_in_flight_then_stops_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = unique("draining");
+    let config = marked_fixture("slowpoke", &marker, &["--slow-ms", "1500"], "");
+    let client = std::sync::Arc::new(gateway(dir.path(), &config).await);
+    wait_for("the upstream process", || {
+        processes_with(&marker).first().map(|p| p.0)
+    })
+    .await;
+    let quarry = gateway_pid(dir.path());
+    let reader = client.clone();
+    let slow = tokio::spawn(async move {
+        call_raw(
+            &reader,
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://slowpoke/fixture_3A//slow"}),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::process::Command::new("kill")
+        .args(["-TERM", &quarry.to_string()])
+        .status()
+        .unwrap();
+    let (is_error, value) = slow.await.unwrap();
+    assert!(!is_error, "the request in flight was answered: {value}");
+    assert_eq!(value["content"], "finally\n");
+    wait_for("the gateway and its upstream to exit", || {
+        (processes_with(&marker).is_empty()
+            && !Path::new(&format!("/proc/{quarry}/cmdline")).exists())
+        .then_some(())
+    })
+    .await;
+}

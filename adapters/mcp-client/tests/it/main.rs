@@ -425,3 +425,34 @@ async fn rc_5_invalid_base64_from_an_upstream_is_an_error() {
     );
     session.close().await;
 }
+
+// An HTTP upstream that restarts forgets its sessions and answers 404: the session re-initialises
+// and the request succeeds.
+#[tokio::test]
+async fn a_restarted_http_upstream_is_reinitialised_after_404() {
+    let first = fixture::serve_http(FixtureArgs::default(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = first.addr;
+    let spec = ServerSpec::new(
+        ServerName::parse("restarting").unwrap(),
+        Endpoint::Http {
+            url: first.url.clone(),
+        },
+    );
+    let session = RmcpConnector::new(MB)
+        .unwrap()
+        .connect(&spec, observer().0)
+        .await
+        .unwrap();
+    assert!(session.read("fixture://counter", MB).await.is_ok());
+    first.stop();
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _second = fixture::serve_http(FixtureArgs::default(), addr)
+        .await
+        .unwrap();
+    let again = session.read("fixture://text/hello.txt", MB).await;
+    assert!(again.is_ok(), "{again:?}");
+    session.close().await;
+}
