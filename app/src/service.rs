@@ -21,8 +21,9 @@ use async_trait::async_trait;
 use base64::Engine as _;
 use quarry_domain::{
     Body, Classifier, Content, Digest, Endpoint, Error, ErrorCode, ListQuery, ListResourcesResult,
-    Origin, ReadResourceResult, Resource, ResourceUri, ResourceVersion, ServerName, ServerStatus,
-    Timestamp, UpstreamFailure, VersionSelector, sort_and_page, template_to_gateway,
+    Listed, Origin, ReadResourceResult, Resource, ResourceType, ResourceUri, ResourceVersion,
+    ServerName, ServerStatus, Timestamp, UpstreamFailure, VersionSelector, encode_path,
+    sort_and_page, template_to_gateway,
 };
 use quarry_ports::{
     CachedContent, Clock, ContentCache, Fetched, GatewayTemplate, IdempotencyStore, PurgeReport,
@@ -110,6 +111,26 @@ fn settings_of(record: RegisteredServer) -> ServerSettings {
             delay: record.retry_delay,
         },
         pool_size: record.pool_size,
+    }
+}
+
+/// A listed resource before it is built in full: what ordering and filtering need.
+struct Candidate<'a> {
+    upstream: &'a Arc<Upstream>,
+    resource: &'a UpstreamResource,
+    gateway_uri: String,
+    resource_type: ResourceType,
+}
+
+impl Listed for Candidate<'_> {
+    fn modified_at(&self) -> Option<Timestamp> {
+        self.resource.last_modified
+    }
+    fn gateway_uri(&self) -> &str {
+        &self.gateway_uri
+    }
+    fn resource_type(&self) -> ResourceType {
+        self.resource_type
     }
 }
 
@@ -613,25 +634,12 @@ impl ResourceGateway for ResourceService {
         let listings =
             futures::future::join_all(selected.iter().map(|u| self.list_one(u, query.use_cache)))
                 .await;
-        let summaries =
-            futures::future::join_all(selected.iter().map(|u| self.store.summaries(u.name())))
-                .await;
         let now = self.clock.now();
-        let mut resources = Vec::new();
         let mut partial = false;
-        let mut from_cache: HashSet<ServerName> = HashSet::new();
         let mut oldest: Option<Timestamp> = None;
-        for ((upstream, listing), summary) in selected.iter().zip(listings).zip(summaries) {
-            let versions: std::collections::HashMap<String, (String, Timestamp)> = match summary {
-                Ok(s) => s
-                    .into_iter()
-                    .map(|v| (v.upstream_uri, (v.latest, v.first_seen)))
-                    .collect(),
-                Err(e) => {
-                    tracing::error!(server = %upstream.name(), "{e}");
-                    Default::default()
-                }
-            };
+        let mut from_cache: HashSet<ServerName> = HashSet::new();
+        let mut held = Vec::with_capacity(selected.len());
+        for (upstream, listing) in selected.iter().zip(listings) {
             match listing {
                 Ok((items, truncated, cached_at)) => {
                     partial |= truncated;
@@ -639,27 +647,67 @@ impl ResourceGateway for ResourceService {
                         from_cache.insert(upstream.name().clone());
                         oldest = Some(oldest.map_or(at, |o| o.min(at)));
                     }
-                    resources.extend(items.iter().filter_map(|r| {
-                        let mut resource = self.to_resource(upstream, r)?;
-                        if let Some((latest, first_seen)) = versions.get(&r.uri) {
-                            resource.version = Some(latest.clone());
-                            resource.created_at = Some(*first_seen);
-                        }
-                        Some(resource)
-                    }));
+                    held.push((upstream.clone(), items));
                 }
                 Err(_) => partial = true,
             }
         }
-        let page = sort_and_page(resources, &query);
-        let cached_count = page
-            .items
+        // Filter and order light candidates; build full resources for the page only, so a
+        // listing of half a million resources costs one small record per resource.
+        let classifier = &self.options.classifier;
+        let candidates: Vec<Candidate<'_>> = held
+            .iter()
+            .flat_map(|(upstream, items)| {
+                items
+                    .iter()
+                    .filter(|r| !r.uri.is_empty() && !r.uri.contains('\0'))
+                    .map(move |r| Candidate {
+                        upstream,
+                        resource: r,
+                        gateway_uri: format!("mcp://{}/{}", upstream.name(), encode_path(&r.uri)),
+                        resource_type: classifier.type_of(&r.uri, r.mime_type.as_deref()),
+                    })
+            })
+            .collect();
+        let page = sort_and_page(candidates, &query);
+        let mut versions: std::collections::HashMap<
+            ServerName,
+            std::collections::HashMap<String, (String, Timestamp)>,
+        > = std::collections::HashMap::new();
+        let mut resources = Vec::with_capacity(page.items.len());
+        for c in &page.items {
+            let name = c.upstream.name();
+            if !versions.contains_key(name) {
+                let known = match self.store.summaries(name).await {
+                    Ok(s) => s
+                        .into_iter()
+                        .map(|v| (v.upstream_uri, (v.latest, v.first_seen)))
+                        .collect(),
+                    Err(e) => {
+                        tracing::error!(server = %name, "{e}");
+                        Default::default()
+                    }
+                };
+                versions.insert(name.clone(), known);
+            }
+            let Some(mut resource) = self.to_resource(c.upstream, c.resource) else {
+                continue;
+            };
+            if let Some((latest, first_seen)) =
+                versions.get(name).and_then(|v| v.get(&c.resource.uri))
+            {
+                resource.version = Some(latest.clone());
+                resource.created_at = Some(*first_seen);
+            }
+            resources.push(resource);
+        }
+        let cached_count = resources
             .iter()
             .filter(|r| from_cache.contains(r.uri.server()))
             .count() as u64;
         Ok(ListResourcesResult {
             success: true,
-            resources: page.items,
+            resources,
             servers: selected.iter().map(|u| u.status()).collect(),
             total_count: page.total_count,
             cached_count,

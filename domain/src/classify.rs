@@ -30,23 +30,19 @@ pub struct ClassificationRule {
 
 impl ClassificationRule {
     fn matches(&self, uri: &str, mime: Option<&str>) -> bool {
-        let scheme = uri.split_once(':').map(|(s, _)| s.to_ascii_lowercase());
+        // No allocation here: this runs for every listed resource.
+        let scheme = uri.split_once(':').map(|(s, _)| s);
         let ext = extension(uri);
-        let mime = mime.map(str::to_ascii_lowercase);
+        let prefixed = |text: &str, prefix: &str| {
+            text.len() >= prefix.len()
+                && text.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+        };
         (self.scheme.is_empty()
-            || scheme
-                .as_deref()
-                .is_some_and(|s| self.scheme.iter().any(|x| x.eq_ignore_ascii_case(s))))
+            || scheme.is_some_and(|s| self.scheme.iter().any(|x| x.eq_ignore_ascii_case(s))))
             && (self.mime_prefix.is_empty()
-                || mime.as_deref().is_some_and(|m| {
-                    self.mime_prefix
-                        .iter()
-                        .any(|p| m.starts_with(&p.to_ascii_lowercase()))
-                }))
+                || mime.is_some_and(|m| self.mime_prefix.iter().any(|p| prefixed(m, p))))
             && (self.extension.is_empty()
-                || ext
-                    .as_deref()
-                    .is_some_and(|e| self.extension.iter().any(|x| x.eq_ignore_ascii_case(e))))
+                || ext.is_some_and(|e| self.extension.iter().any(|x| x.eq_ignore_ascii_case(e))))
             && (self.uri_prefix.is_empty() || self.uri_prefix.iter().any(|p| uri.starts_with(p)))
     }
 
@@ -80,11 +76,11 @@ impl ClassificationRule {
     }
 }
 
-fn extension(uri: &str) -> Option<String> {
+fn extension(uri: &str) -> Option<&str> {
     let path = uri.split(['?', '#']).next().unwrap_or(uri);
     let last = path.rsplit('/').next()?;
     let (stem, ext) = last.rsplit_once('.')?;
-    (!stem.is_empty() && !ext.is_empty()).then(|| ext.to_ascii_lowercase())
+    (!stem.is_empty() && !ext.is_empty()).then_some(ext)
 }
 
 /// The type a resource got and the rule that gave it.
@@ -125,6 +121,15 @@ impl Classifier {
             configured,
             defaults: default_rules(),
         })
+    }
+
+    /// The type only, without the explanation (no allocation): for filtering whole listings.
+    pub fn type_of(&self, upstream_uri: &str, mime_type: Option<&str>) -> ResourceType {
+        self.configured
+            .iter()
+            .chain(&self.defaults)
+            .find(|r| r.matches(upstream_uri, mime_type))
+            .map_or(ResourceType::Custom, |r| r.resource_type)
     }
 
     /// Classifies an upstream resource by its URI and MIME type.

@@ -20,7 +20,7 @@ pub use classify::{ClassificationRule, Classified, Classifier};
 pub use content::{Body, Content};
 pub use error::{Error, ErrorCode};
 pub use principal::Principal;
-pub use query::{ListQuery, Page, PageLimit, ServerSelector, sort_and_page};
+pub use query::{ListQuery, Listed, Page, PageLimit, ServerSelector, sort_and_page};
 pub use range::{ByteRange, ContentRange, Slice};
 pub use resource::{
     ConnectionStatus, ListResourcesResult, Origin, ReadResourceResult, Resource, ResourceType,

@@ -2,7 +2,7 @@
 
 use std::cmp::Ordering;
 
-use crate::{Error, Resource, ResourceType, ServerId, ServerName};
+use crate::{Error, Resource, ResourceType, ServerId, ServerName, Timestamp};
 
 /// How many resources one page holds: `1..=1000`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,44 +106,70 @@ impl ListQuery {
 
 /// One page of a listing.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Page {
-    /// The resources on this page.
-    pub items: Vec<Resource>,
-    /// How many resources matched the filters, across all pages.
+pub struct Page<T = Resource> {
+    /// The items on this page.
+    pub items: Vec<T>,
+    /// How many items matched the filters, across all pages.
     pub total_count: u64,
 }
 
-/// The listing order: `modified_at` descending (resources without it last), then gateway URI
+/// What listing order and filters need of an item: a [`Resource`], or a lighter stand-in for one
+/// so that only the page's resources are ever built in full.
+pub trait Listed {
+    /// When it last changed, if known.
+    fn modified_at(&self) -> Option<Timestamp>;
+    /// Its gateway URI, the order's tie-break.
+    fn gateway_uri(&self) -> &str;
+    /// Its type.
+    fn resource_type(&self) -> ResourceType;
+}
+
+impl Listed for Resource {
+    fn modified_at(&self) -> Option<Timestamp> {
+        self.modified_at
+    }
+    fn gateway_uri(&self) -> &str {
+        self.uri.as_str()
+    }
+    fn resource_type(&self) -> ResourceType {
+        self.resource_type
+    }
+}
+
+/// The listing order: `modified_at` descending (items without it last), then gateway URI
 /// ascending, so the order is total and stable across calls and pages.
-fn listing_order(a: &Resource, b: &Resource) -> Ordering {
-    match (&a.modified_at, &b.modified_at) {
-        (Some(x), Some(y)) => y.cmp(x),
+fn listing_order<T: Listed>(a: &T, b: &T) -> Ordering {
+    match (a.modified_at(), b.modified_at()) {
+        (Some(x), Some(y)) => y.cmp(&x),
         (Some(_), None) => Ordering::Less,
         (None, Some(_)) => Ordering::Greater,
         (None, None) => Ordering::Equal,
     }
-    .then_with(|| a.uri.as_str().cmp(b.uri.as_str()))
+    .then_with(|| a.gateway_uri().cmp(b.gateway_uri()))
 }
 
 /// Filters by type, sorts in listing order and cuts the requested page.
-pub fn sort_and_page(mut resources: Vec<Resource>, query: &ListQuery) -> Page {
+pub fn sort_and_page<T: Listed>(mut items: Vec<T>, query: &ListQuery) -> Page<T> {
     if let Some(t) = query.filter_type {
-        resources.retain(|r| r.resource_type == t);
+        items.retain(|r| r.resource_type() == t);
     }
-    resources.sort_by(listing_order);
-    let total_count = resources.len() as u64;
+    let total_count = items.len() as u64;
     let start = usize::try_from(query.offset)
         .unwrap_or(usize::MAX)
-        .min(resources.len());
+        .min(items.len());
     let end = start
         .saturating_add(query.limit.get() as usize)
-        .min(resources.len());
-    resources.truncate(end);
-    resources.drain(..start);
-    Page {
-        items: resources,
-        total_count,
+        .min(items.len());
+    // Only the first `end` items need to be in order: select them, then sort just those.
+    if end < items.len() && end > 0 {
+        items.select_nth_unstable_by(end - 1, listing_order);
+        items.truncate(end);
+    } else if end == 0 {
+        items.clear();
     }
+    items.sort_by(listing_order);
+    items.drain(..start.min(items.len()));
+    Page { items, total_count }
 }
 
 #[cfg(test)]

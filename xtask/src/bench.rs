@@ -51,6 +51,17 @@ pub(crate) fn bench() -> Result<()> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    let mut scale = cargo();
+    scale.args(["bench", "-p", "quarry", "--bench", "scale"]);
+    let scale_out = scale.output().context("bench: scale")?;
+    if !scale_out.status.success() {
+        bail!("bench: scale failed: {}", String::from_utf8_lossy(&scale_out.stderr));
+    }
+    let scale_line = String::from_utf8_lossy(&scale_out.stdout)
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(str::to_owned)
+        .context("the scale bench printed no figures")?;
     let memory_line = String::from_utf8_lossy(&out.stdout)
         .lines()
         .find(|l| l.starts_with('{'))
@@ -103,6 +114,21 @@ pub(crate) fn bench() -> Result<()> {
         mib("inserted_bytes"),
         mib("rss_growth_bytes"),
         m["rss_over_budget"].as_f64().unwrap_or(0.0)
+    );
+    let sc: Value = serde_json::from_str(&scale_line)?;
+    println!("\n### Scale: {} stdio servers × {} resources ({} in all)\n", sc["servers"], sc["resources_per_server"], sc["total_resources"]);
+    println!("| first listing (connect, list everything), limit 100 | from cached listings | bypassing them | 200 concurrent reads across the servers | read errors | upstream processes | gateway memory growth |");
+    println!("|---|---|---|---|---|---|---|");
+    let ms = |k: &str| sc[k].as_f64().unwrap_or(0.0);
+    println!(
+        "| {:.0} ms | {:.0} ms | {:.0} ms | {:.0} ms | {} | {} | {:.0} MiB |",
+        ms("first_listing_ms"),
+        ms("cached_listing_ms"),
+        ms("uncached_listing_ms"),
+        ms("concurrent_reads_ms"),
+        sc["read_errors"],
+        sc["upstream_processes"],
+        ms("gateway_rss_growth_mb")
     );
     let cpu = Command::new("sh")
         .args(["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"])

@@ -1,0 +1,133 @@
+//! Scale: 50 upstream servers (real stdio child processes) × 10,000 resources each behind one
+//! gateway. Measures a first listing (connect and list everything), a listing from the cached
+//! listings, a listing bypassing them, and 200 concurrent reads spread over the servers; reports
+//! the gateway's memory and the number of upstream processes (pool limits). Prints one JSON line.
+//! `cargo xtask bench` runs it; `QUARRY_SCALE_QUICK=1` makes it small (2 servers × 100).
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::{collections::BTreeMap, sync::Arc, time::Instant};
+
+use quarry::{
+    config::{ServerSettings, Supervision},
+    service::{ResourceService, ServiceOptions, Stores},
+};
+use quarry_cache_lru::LruContentCache;
+use quarry_domain::{
+    Classifier, Endpoint, ListQuery, PageLimit, ResourceUri, Retention, ServerName, ServerSpec,
+};
+use quarry_mcp_client::RmcpConnector;
+use quarry_ports::{ReadRequest, ResourceGateway, SystemClock};
+use quarry_store_sqlite::SqliteStore;
+
+const QUARRY: &str = env!("CARGO_BIN_EXE_quarry");
+
+fn rss_bytes(pid: u32) -> u64 {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap_or_default();
+    statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 4096
+}
+
+fn fixture_processes(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .count()
+}
+
+fn main() {
+    let quick = std::env::var_os("QUARRY_SCALE_QUICK").is_some();
+    let (servers, per_server) = if quick { (2u32, 100u32) } else { (50, 10_000) };
+    let marker = format!("scale-{}", std::process::id());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let settings: Vec<ServerSettings> = (0..servers)
+            .map(|i| {
+                let name = format!("s{i:02}");
+                ServerSettings::new(ServerSpec::new(
+                    ServerName::parse(&name).unwrap(),
+                    Endpoint::Stdio {
+                        command: QUARRY.into(),
+                        args: ["fixture", "--name", &format!("{marker}-{name}"), "--resources", &per_server.to_string(), "--page-size", "1000"]
+                            .map(String::from)
+                            .to_vec(),
+                        env: BTreeMap::new(),
+                        cwd: None,
+                    },
+                ))
+            })
+            .collect();
+        let store = Arc::new(SqliteStore::in_memory(Retention::default()).await.unwrap());
+        let service = Arc::new(ResourceService::new(
+            settings,
+            Arc::new(RmcpConnector::new(50 * 1024 * 1024).unwrap()),
+            Arc::new(LruContentCache::new(100 * 1024 * 1024)),
+            Stores { versions: store.clone(), registry: store.clone(), idempotency: store },
+            Arc::new(SystemClock),
+            ServiceOptions {
+                cache_enabled: true,
+                cache_ttl: std::time::Duration::from_secs(3600),
+                max_resource_bytes: 50 * 1024 * 1024,
+                classifier: Classifier::default(),
+                supervision: Supervision::default(),
+                allow_tool_commands: false,
+            },
+        ));
+        let rss_before = rss_bytes(std::process::id());
+        let query = ListQuery { limit: PageLimit::new(100).unwrap(), ..ListQuery::default() };
+        let expected = u64::from(servers) * u64::from(per_server + 6);
+
+        let started = Instant::now();
+        let first = service.list_resources(query.clone()).await.unwrap();
+        let first_ms = started.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(first.total_count, expected);
+        assert!(!first.partial);
+        assert_eq!(first.resources.len(), 100);
+
+        let started = Instant::now();
+        let cached = service.list_resources(query.clone()).await.unwrap();
+        let cached_ms = started.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(cached.cached_count, 100);
+
+        let started = Instant::now();
+        let fresh = service.list_resources(ListQuery { use_cache: false, ..query.clone() }).await.unwrap();
+        let fresh_ms = started.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(fresh.total_count, expected);
+
+        let started = Instant::now();
+        let reads: Vec<_> = (0..200u32)
+            .map(|i| {
+                let service = service.clone();
+                let uri = ResourceUri::parse(&format!("mcp://s{:02}/fixture_3A//item/{}", i % servers, i + 1)).unwrap();
+                tokio::spawn(async move {
+                    service.read_resource(ReadRequest { use_cache: false, ..ReadRequest::whole(uri) }).await
+                })
+            })
+            .collect();
+        let mut errors = 0;
+        for r in reads {
+            if r.await.unwrap().is_err() {
+                errors += 1;
+            }
+        }
+        let reads_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let processes = fixture_processes(&marker);
+        let rss_after = rss_bytes(std::process::id());
+        println!(
+            "{{\"servers\":{servers},\"resources_per_server\":{per_server},\"total_resources\":{expected},\"first_listing_ms\":{first_ms:.1},\"cached_listing_ms\":{cached_ms:.1},\"uncached_listing_ms\":{fresh_ms:.1},\"concurrent_reads\":200,\"concurrent_reads_ms\":{reads_ms:.1},\"read_errors\":{errors},\"upstream_processes\":{processes},\"gateway_rss_growth_mb\":{:.1}}}",
+            rss_after.saturating_sub(rss_before) as f64 / (1024.0 * 1024.0)
+        );
+        assert_eq!(errors, 0);
+        assert!(processes as u32 <= servers * 10, "{processes} processes for {servers} servers");
+        service.shutdown().await;
+    });
+}
