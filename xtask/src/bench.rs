@@ -55,7 +55,10 @@ pub(crate) fn bench() -> Result<()> {
     scale.args(["bench", "-p", "quarry", "--bench", "scale"]);
     let scale_out = scale.output().context("bench: scale")?;
     if !scale_out.status.success() {
-        bail!("bench: scale failed: {}", String::from_utf8_lossy(&scale_out.stderr));
+        bail!(
+            "bench: scale failed: {}",
+            String::from_utf8_lossy(&scale_out.stderr)
+        );
     }
     let scale_line = String::from_utf8_lossy(&scale_out.stdout)
         .lines()
@@ -116,8 +119,13 @@ pub(crate) fn bench() -> Result<()> {
         m["rss_over_budget"].as_f64().unwrap_or(0.0)
     );
     let sc: Value = serde_json::from_str(&scale_line)?;
-    println!("\n### Scale: {} stdio servers × {} resources ({} in all)\n", sc["servers"], sc["resources_per_server"], sc["total_resources"]);
-    println!("| first listing (connect, list everything), limit 100 | from cached listings | bypassing them | 200 concurrent reads across the servers | read errors | upstream processes | gateway memory growth |");
+    println!(
+        "\n### Scale: {} stdio servers × {} resources ({} in all)\n",
+        sc["servers"], sc["resources_per_server"], sc["total_resources"]
+    );
+    println!(
+        "| first listing (connect, list everything), limit 100 | from cached listings | bypassing them | 200 concurrent reads across the servers | read errors | upstream processes | gateway memory growth |"
+    );
     println!("|---|---|---|---|---|---|---|");
     let ms = |k: &str| sc[k].as_f64().unwrap_or(0.0);
     println!(
