@@ -6,3 +6,4 @@
 
 pub mod fixture;
 pub mod peers;
+pub mod procs;

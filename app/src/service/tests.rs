@@ -864,10 +864,8 @@ fn service_with(
     )
 }
 
-// traces: AV-1 — a server that is down is retried at 1, 2, 4, 8, 16, 30 s, measured on tokio's
-// paused clock (an injected timer), with jitter off so the schedule is exact.
-#[tokio::test(start_paused = true)]
-async fn av_1_reconnects_follow_the_backoff_schedule() {
+/// A service whose one server never answers, and the times it was tried.
+fn always_down(jitter: f64) -> (ResourceService, Arc<Mutex<Vec<tokio::time::Instant>>>) {
     let attempts: Arc<Mutex<Vec<tokio::time::Instant>>> = Arc::default();
     let seen = attempts.clone();
     let mut connector = MockUpstreamConnector::new();
@@ -876,7 +874,7 @@ async fn av_1_reconnects_follow_the_backoff_schedule() {
         Err(UpstreamError::Unreachable("connection refused".into()))
     });
     let supervision = Supervision {
-        jitter: 0.0,
+        jitter,
         circuit_threshold: 100,
         ..Supervision::default()
     };
@@ -885,6 +883,14 @@ async fn av_1_reconnects_follow_the_backoff_schedule() {
         Arc::new(quarry_ports::MockVersionStore::new()),
         supervision,
     );
+    (service, attempts)
+}
+
+// traces: AV-1 — a server that is down is retried at 1, 2, 4, 8, 16, 30 s, measured on tokio's
+// paused clock (an injected timer), with jitter off so the schedule is exact.
+#[tokio::test(start_paused = true)]
+async fn av_1_reconnects_follow_the_backoff_schedule() {
+    let (service, attempts) = always_down(0.0);
     let started = tokio::time::Instant::now();
     service.start_supervision();
     tokio::time::sleep(Duration::from_secs(92)).await;
@@ -907,23 +913,7 @@ async fn av_1_reconnects_follow_the_backoff_schedule() {
 // The schedule's jitter spreads each delay within the configured fraction.
 #[tokio::test(start_paused = true)]
 async fn av_1_jitter_stays_within_its_fraction() {
-    let attempts: Arc<Mutex<Vec<tokio::time::Instant>>> = Arc::default();
-    let seen = attempts.clone();
-    let mut connector = MockUpstreamConnector::new();
-    connector.expect_connect().returning(move |_, _| {
-        seen.lock().unwrap().push(tokio::time::Instant::now());
-        Err(UpstreamError::Unreachable("refused".into()))
-    });
-    let supervision = Supervision {
-        jitter: 0.2,
-        circuit_threshold: 100,
-        ..Supervision::default()
-    };
-    let service = service_with(
-        Arc::new(connector),
-        Arc::new(quarry_ports::MockVersionStore::new()),
-        supervision,
-    );
+    let (service, attempts) = always_down(0.2);
     service.start_supervision();
     tokio::time::sleep(Duration::from_secs(120)).await;
     let times = attempts.lock().unwrap().clone();

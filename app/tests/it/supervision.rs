@@ -11,56 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::{QUARRY, call, call_error, call_raw, gateway, stdio_fixture};
 
-/// Pids of live processes whose command line contains `needle`, and whether each is a zombie.
-fn processes_with(needle: &str) -> Vec<(u32, bool)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat
-            .rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
-        if String::from_utf8_lossy(&cmd)
-            .replace('\0', " ")
-            .contains(needle)
-        {
-            found.push((pid, zombie));
-        }
-    }
-    found
-}
-
-/// Children of `parent` (live or zombie).
-fn children_of(parent: u32) -> Vec<(u32, bool)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next().unwrap_or("");
-        let ppid: u32 = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        if ppid == parent {
-            found.push((pid, state == "Z"));
-        }
-    }
-    found
-}
-
-fn open_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .unwrap_or(0)
-}
+use quarry_testkit::procs::{children_of, open_fds, with_cmdline as processes_with};
 
 fn gateway_pid(dir: &Path) -> u32 {
     let config = dir.join("quarry.toml").display().to_string();

@@ -280,26 +280,15 @@ async fn uc_4_children_do_not_inherit_the_gateways_environment() {
 /// The pids of this process's children running quarry-fixture.
 fn fixture_children() -> Vec<u32> {
     let me = std::process::id();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-        let ppid: u32 = after
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if ppid == me && String::from_utf8_lossy(&cmd).contains("quarry-fixture") {
-            found.push(pid);
-        }
-    }
-    found
+    let fixtures: Vec<u32> = quarry_testkit::procs::with_cmdline("quarry-fixture")
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .collect();
+    quarry_testkit::procs::children_of(me)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .filter(|pid| fixtures.contains(pid))
+        .collect()
 }
 
 // traces: CA-2 — upstream announcements reach the observer, and subscriptions are made.
