@@ -107,6 +107,7 @@ async fn service_over(
             max_resource_bytes: 50 * 1024 * 1024,
             classifier: Classifier::default(),
             supervision: Supervision::default(),
+            allow_tool_registration: false,
             allow_tool_commands: false,
         },
     )

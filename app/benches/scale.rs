@@ -79,6 +79,7 @@ fn main() {
                 max_resource_bytes: 50 * 1024 * 1024,
                 classifier: Classifier::default(),
                 supervision: Supervision::default(),
+                allow_tool_registration: false,
                 allow_tool_commands: false,
             },
         ));

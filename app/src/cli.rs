@@ -383,7 +383,9 @@ async fn remove_server(
     json: bool,
 ) -> Result<(), Failure> {
     let name = quarry_domain::ServerName::parse(&name)?;
-    let removed = service.remove_server(name, None).await?;
+    let removed = service
+        .remove_server(name, quarry_ports::Requester::Operator, None)
+        .await?;
     let mut out = std::io::stdout().lock();
     if json {
         render::json(&mut out, &removed)?;

@@ -58,6 +58,7 @@ pub async fn build(settings: &Settings) -> Result<Arc<ResourceService>, Error> {
             max_resource_bytes: settings.max_resource_bytes,
             classifier: settings.classifier.clone(),
             supervision: settings.supervision,
+            allow_tool_registration: settings.allow_tool_registration,
             allow_tool_commands: settings.allow_tool_commands,
         },
     ));

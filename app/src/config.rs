@@ -76,6 +76,8 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct RegistrySection {
     #[serde(default)]
+    allow_tool_registration: bool,
+    #[serde(default)]
     allow_tool_commands: bool,
 }
 
@@ -370,7 +372,9 @@ pub struct Settings {
     pub inline_limit_bytes: u64,
     /// How upstreams are supervised.
     pub supervision: Supervision,
-    /// Whether agents may register stdio commands through the add_mcp_server tool.
+    /// Whether agents may add and remove servers through the tools.
+    pub allow_tool_registration: bool,
+    /// Whether agents may also register stdio commands (programs to run) that way.
     pub allow_tool_commands: bool,
 }
 
@@ -531,6 +535,7 @@ impl Settings {
             },
             inline_limit_bytes: file.results.inline_limit_kb.saturating_mul(1024),
             supervision,
+            allow_tool_registration: file.registry.allow_tool_registration,
             allow_tool_commands: file.registry.allow_tool_commands,
         })
     }

@@ -54,7 +54,10 @@ pub struct ServiceOptions {
     pub classifier: Classifier,
     /// Pools, circuit breakers and supervision of the upstreams.
     pub supervision: Supervision,
-    /// Whether agents may register stdio commands (arbitrary programs) through the tool.
+    /// Whether agents may add and remove servers through the tools. Off by default: until a
+    /// policy decides who may configure the gateway, only operators do.
+    pub allow_tool_registration: bool,
+    /// Whether agents may also register stdio commands (arbitrary programs) that way.
     pub allow_tool_commands: bool,
 }
 
@@ -254,6 +257,33 @@ impl ResourceService {
             on_new,
             self.stop.child_token(),
         ));
+    }
+
+    /// Agents change the registry only where the configuration allows it, and register programs
+    /// to run only where it allows that too (E004 otherwise).
+    fn check_agent_may_register(
+        &self,
+        requester: Requester,
+        endpoint: Option<&Endpoint>,
+    ) -> Result<(), Error> {
+        if requester == Requester::Operator {
+            return Ok(());
+        }
+        if !self.options.allow_tool_registration {
+            return Err(Error::new(
+                ErrorCode::E004,
+                "agents may not change the server registry here; an operator can, with `quarry servers add|remove`, \
+                 or allow it with registry.allow_tool_registration = true",
+            ));
+        }
+        if matches!(endpoint, Some(Endpoint::Stdio { .. })) && !self.options.allow_tool_commands {
+            return Err(Error::new(
+                ErrorCode::E004,
+                "agents may not register programs to run (stdio servers); an operator can, with \
+                 `quarry servers add`, or allow it with registry.allow_tool_commands = true",
+            ));
+        }
+        Ok(())
     }
 
     /// Runs a mutation once per idempotency key: a repeat with the same payload returns the
@@ -875,16 +905,7 @@ impl ResourceGateway for ResourceService {
         requester: Requester,
         idempotency_key: Option<String>,
     ) -> Result<ServerStatus, Error> {
-        if requester == Requester::Agent
-            && matches!(server.spec.endpoint, Endpoint::Stdio { .. })
-            && !self.options.allow_tool_commands
-        {
-            return Err(Error::new(
-                ErrorCode::E004,
-                "agents may not register programs to run (stdio servers); an operator can, with \
-                 `quarry servers add`, or allow it with registry.allow_tool_commands = true",
-            ));
-        }
+        self.check_agent_may_register(requester, Some(&server.spec.endpoint))?;
         let payload = format!("{server:?}");
         self.idempotent("add_mcp_server", idempotency_key, payload, || async {
             self.sync_registry().await;
@@ -909,8 +930,10 @@ impl ResourceGateway for ResourceService {
     async fn remove_server(
         &self,
         name: ServerName,
+        requester: Requester,
         idempotency_key: Option<String>,
     ) -> Result<RemovedServer, Error> {
+        self.check_agent_may_register(requester, None)?;
         let payload = name.to_string();
         self.idempotent("remove_mcp_server", idempotency_key, payload, || async {
             self.sync_registry().await;

@@ -94,8 +94,8 @@ pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
     ///
     /// # Errors
     /// E001 when the name (or, ignoring case, a near twin) is taken or the registration is
-    /// invalid; E004 when an agent asks for a stdio command and the configuration does not allow
-    /// it; E010 on an idempotency conflict; E012 when the store fails.
+    /// invalid; E004 when an agent asks and the configuration does not allow agents to (or not
+    /// for a stdio command); E010 on an idempotency conflict; E012 when the store fails.
     async fn add_server(
         &self,
         server: RegisteredServer,
@@ -107,11 +107,13 @@ pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
     /// goes. Servers from the configuration file are removed by editing it.
     ///
     /// # Errors
-    /// E003 for an unknown server; E001 for a server from the configuration file; E010 on an
-    /// idempotency conflict; E012 when the store fails.
+    /// E003 for an unknown server; E001 for a server from the configuration file; E004 when an
+    /// agent asks and the configuration does not allow it; E010 on an idempotency conflict; E012
+    /// when the store fails.
     async fn remove_server(
         &self,
         name: ServerName,
+        requester: Requester,
         idempotency_key: Option<String>,
     ) -> Result<RemovedServer, Error>;
 }

@@ -125,7 +125,10 @@ impl GatewayServer {
         arguments: Option<rmcp::model::JsonObject>,
     ) -> Result<Value, Error> {
         let (name, key) = args::remove_server(arguments)?;
-        let removed = self.gateway.remove_server(name, key).await?;
+        let removed = self
+            .gateway
+            .remove_server(name, Requester::Agent, key)
+            .await?;
         Ok(
             json!({"success": true, "server_name": removed.server_name, "purged_contents": removed.purged_contents}),
         )

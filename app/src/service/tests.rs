@@ -198,6 +198,7 @@ fn options() -> ServiceOptions {
             jitter: 0.0,
             ..Supervision::default()
         },
+        allow_tool_registration: false,
         allow_tool_commands: false,
     }
 }

@@ -13,7 +13,7 @@ use crate::support::{QUARRY, call, call_error, gateway, http_fixture, stdio_fixt
 async fn agents_add_http_servers_that_persist_and_remove_them() {
     let dir = tempfile::tempdir().unwrap();
     let notes = http_fixture("notes", 2).await;
-    let config = stdio_fixture("files", &[]);
+    let config = stdio_fixture("files", &[]) + "[registry]\nallow_tool_registration = true\n";
     let client = gateway(dir.path(), &config).await;
 
     let add = json!({"name": "notes", "endpoint": notes.url, "idempotency_key": "add-notes-1"});
@@ -197,5 +197,27 @@ async fn the_cli_registers_servers_a_running_gateway_picks_up() {
         })
     })
     .await;
+    client.cancel().await.unwrap();
+}
+
+// Until a policy decides who may configure the gateway, agents change the registry only where the
+// configuration says so.
+#[tokio::test]
+async fn agents_may_not_change_the_registry_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = gateway(dir.path(), &stdio_fixture("files", &[])).await;
+    let (code, message) = call_error(
+        &client,
+        "add_mcp_server",
+        json!({"name": "notes", "endpoint": "http://127.0.0.1:9/mcp"}),
+    )
+    .await;
+    assert_eq!(code, "E004", "{message}");
+    assert!(
+        message.contains("registry.allow_tool_registration"),
+        "{message}"
+    );
+    let (code, _) = call_error(&client, "remove_mcp_server", json!({"name": "files"})).await;
+    assert_eq!(code, "E004");
     client.cancel().await.unwrap();
 }
