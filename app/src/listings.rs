@@ -6,13 +6,21 @@ use std::{
     sync::{Arc, Mutex, MutexGuard},
 };
 
-use quarry_domain::{ServerName, Timestamp};
+use quarry_domain::{ResourceType, ServerName, Timestamp};
 use quarry_ports::UpstreamResource;
+
+/// A listed resource with what listing order and filters need, computed once per fetch.
+#[derive(Debug, Clone)]
+pub(crate) struct ListedEntry {
+    pub(crate) resource: UpstreamResource,
+    pub(crate) gateway_uri: String,
+    pub(crate) resource_type: ResourceType,
+}
 
 /// One server's cached listing.
 #[derive(Debug, Clone)]
 pub(crate) struct CachedListing {
-    pub(crate) resources: Arc<Vec<UpstreamResource>>,
+    pub(crate) resources: Arc<Vec<ListedEntry>>,
     pub(crate) truncated: bool,
     pub(crate) fetched_at: Timestamp,
     pub(crate) expires_at: Timestamp,

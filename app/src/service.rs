@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     config::{RetryPolicy, ServerSettings, Supervision},
     invalidation::Invalidator,
-    listings::{CachedListing, ListingCache},
+    listings::{CachedListing, ListedEntry, ListingCache},
     upstreams::{Lease, Upstream, Upstreams},
 };
 
@@ -120,20 +120,18 @@ fn settings_of(record: RegisteredServer) -> ServerSettings {
 /// A listed resource before it is built in full: what ordering and filtering need.
 struct Candidate<'a> {
     upstream: &'a Arc<Upstream>,
-    resource: &'a UpstreamResource,
-    gateway_uri: String,
-    resource_type: ResourceType,
+    entry: &'a ListedEntry,
 }
 
 impl Listed for Candidate<'_> {
     fn modified_at(&self) -> Option<Timestamp> {
-        self.resource.last_modified
+        self.entry.resource.last_modified
     }
     fn gateway_uri(&self) -> &str {
-        &self.gateway_uri
+        &self.entry.gateway_uri
     }
     fn resource_type(&self) -> ResourceType {
-        self.resource_type
+        self.entry.resource_type
     }
 }
 
@@ -381,7 +379,7 @@ impl ResourceService {
         &self,
         upstream: &Upstream,
         use_cache: bool,
-    ) -> Result<(Arc<Vec<UpstreamResource>>, bool, Option<Timestamp>), UpstreamError> {
+    ) -> Result<(Arc<Vec<ListedEntry>>, bool, Option<Timestamp>), UpstreamError> {
         let now = self.clock.now();
         if self.options.cache_enabled
             && use_cache
@@ -409,7 +407,21 @@ impl ResourceService {
                 let now = self.clock.now();
                 upstream.used(now);
                 upstream.listed(listing.resources.len() as u64);
-                let resources = Arc::new(listing.resources);
+                let classifier = &self.options.classifier;
+                let name = upstream.name();
+                let resources = Arc::new(
+                    listing
+                        .resources
+                        .into_iter()
+                        // The only upstream URIs without a gateway URI (see ResourceUri::new).
+                        .filter(|r| !r.uri.is_empty() && !r.uri.contains('\0'))
+                        .map(|r| ListedEntry {
+                            gateway_uri: format!("mcp://{name}/{}", encode_path(&r.uri)),
+                            resource_type: classifier.type_of(&r.uri, r.mime_type.as_deref()),
+                            resource: r,
+                        })
+                        .collect::<Vec<_>>(),
+                );
                 if self.options.cache_enabled && self.invalidator.epoch(upstream.name()) == epoch {
                     self.listings.put(
                         upstream.name().clone(),
@@ -684,19 +696,10 @@ impl ResourceGateway for ResourceService {
         }
         // Filter and order light candidates; build full resources for the page only, so a
         // listing of half a million resources costs one small record per resource.
-        let classifier = &self.options.classifier;
         let candidates: Vec<Candidate<'_>> = held
             .iter()
             .flat_map(|(upstream, items)| {
-                items
-                    .iter()
-                    .filter(|r| !r.uri.is_empty() && !r.uri.contains('\0'))
-                    .map(move |r| Candidate {
-                        upstream,
-                        resource: r,
-                        gateway_uri: format!("mcp://{}/{}", upstream.name(), encode_path(&r.uri)),
-                        resource_type: classifier.type_of(&r.uri, r.mime_type.as_deref()),
-                    })
+                items.iter().map(move |entry| Candidate { upstream, entry })
             })
             .collect();
         let page = sort_and_page(candidates, &query);
@@ -720,11 +723,12 @@ impl ResourceGateway for ResourceService {
                 };
                 versions.insert(name.clone(), known);
             }
-            let Some(mut resource) = self.to_resource(c.upstream, c.resource) else {
+            let Some(mut resource) = self.to_resource(c.upstream, &c.entry.resource) else {
                 continue;
             };
-            if let Some((latest, first_seen)) =
-                versions.get(name).and_then(|v| v.get(&c.resource.uri))
+            if let Some((latest, first_seen)) = versions
+                .get(name)
+                .and_then(|v| v.get(&c.entry.resource.uri))
             {
                 resource.version = Some(latest.clone());
                 resource.created_at = Some(*first_seen);

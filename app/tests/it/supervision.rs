@@ -158,7 +158,10 @@ async fn av_2_fifty_crash_cycles_leave_no_processes_or_descriptors_behind() {
     .await;
     assert_eq!(settled.len(), 1, "one live fixture process: {settled:?}");
     let fds = open_fds(quarry);
-    assert!(fds <= baseline_fds, "descriptors: {baseline_fds} before, {fds} after");
+    assert!(
+        fds <= baseline_fds,
+        "descriptors: {baseline_fds} before, {fds} after"
+    );
     client.cancel().await.unwrap();
 }
 
