@@ -88,7 +88,12 @@ pub struct ResourceService {
     idempotency: Arc<dyn IdempotencyStore>,
     supervising: AtomicBool,
     registry_seen: Mutex<RegistrySeen>,
+    /// One lock per idempotency key in use, so concurrent calls with one key run once.
+    idempotency_locks: Mutex<KeyLocks>,
 }
+
+/// One async lock per (tool, idempotency key) in use.
+type KeyLocks = std::collections::HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
 
 /// What this process last loaded of the registry, and when it last looked.
 #[derive(Debug, Default)]
@@ -178,6 +183,7 @@ impl ResourceService {
             idempotency: stores.idempotency,
             supervising: AtomicBool::new(false),
             registry_seen: Mutex::new(RegistrySeen::default()),
+            idempotency_locks: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -299,10 +305,46 @@ impl ResourceService {
         Fut: std::future::Future<Output = Result<T, Error>>,
     {
         let Some(key) = key else { return op().await };
+        // Calls with the same key wait for each other: the first runs, the others replay it.
+        let slot = (scope.to_owned(), key.clone());
+        let lock = self
+            .idempotency_locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(slot.clone())
+            .or_default()
+            .clone();
+        let outcome = {
+            let _turn = lock.lock().await;
+            self.idempotent_once(scope, &key, payload, op).await
+        };
+        let mut locks = self
+            .idempotency_locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // The map's reference and ours: nobody else is waiting on this key.
+        if Arc::strong_count(&lock) <= 2 {
+            locks.remove(&slot);
+        }
+        outcome
+    }
+
+    async fn idempotent_once<T, F, Fut>(
+        &self,
+        scope: &str,
+        key: &str,
+        payload: String,
+        op: F,
+    ) -> Result<T, Error>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Error>>,
+    {
         let digest = sha256(payload.as_bytes()).hex();
         if let Some(first) = self
             .idempotency
-            .recall(scope, &key)
+            .recall(scope, key)
             .await
             .map_err(store_failed)?
         {
@@ -320,7 +362,7 @@ impl ResourceService {
         self.idempotency
             .remember(
                 scope,
-                &key,
+                key,
                 Remembered {
                     payload_digest: digest,
                     result: json,

@@ -221,3 +221,29 @@ async fn agents_may_not_change_the_registry_by_default() {
     assert_eq!(code, "E004");
     client.cancel().await.unwrap();
 }
+
+// Concurrent calls with one idempotency key run once: every caller gets the first result.
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_calls_with_one_key_run_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = http_fixture("notes", 0).await;
+    let config = "[registry]\nallow_tool_registration = true\n";
+    let client = std::sync::Arc::new(gateway(dir.path(), config).await);
+    let add = json!({"name": "notes", "endpoint": notes.url, "idempotency_key": "same"});
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            let client = client.clone();
+            let add = add.clone();
+            tokio::spawn(
+                async move { crate::support::call_raw(&client, "add_mcp_server", add).await },
+            )
+        })
+        .collect();
+    let mut results = Vec::new();
+    for c in calls {
+        let (is_error, value) = c.await.unwrap();
+        assert!(!is_error, "{value}");
+        results.push(value);
+    }
+    assert!(results.windows(2).all(|w| w[0] == w[1]), "{results:?}");
+}
