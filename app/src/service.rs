@@ -314,10 +314,39 @@ impl ResourceService {
             .entry(slot.clone())
             .or_default()
             .clone();
-        let outcome = {
+        let outcome = async {
             let _turn = lock.lock().await;
-            self.idempotent_once(scope, &key, payload, op).await
-        };
+            let digest = sha256(payload.as_bytes()).hex();
+            if let Some(first) = self
+                .idempotency
+                .recall(scope, &key)
+                .await
+                .map_err(store_failed)?
+            {
+                if first.payload_digest != digest {
+                    let shown: String = key.chars().take(64).collect();
+                    return Err(Error::new(
+                        ErrorCode::E010,
+                        format!(
+                            "idempotency_key {shown:?} was first used with different arguments"
+                        ),
+                    ));
+                }
+                return serde_json::from_str(&first.result).map_err(store_failed);
+            }
+            let result = op().await?;
+            let json = serde_json::to_string(&result).map_err(store_failed)?;
+            let first = Remembered {
+                payload_digest: digest,
+                result: json,
+            };
+            self.idempotency
+                .remember(scope, &key, first, self.clock.now())
+                .await
+                .map_err(store_failed)?;
+            Ok(result)
+        }
+        .await;
         let mut locks = self
             .idempotency_locks
             .lock()
@@ -327,51 +356,6 @@ impl ResourceService {
             locks.remove(&slot);
         }
         outcome
-    }
-
-    async fn idempotent_once<T, F, Fut>(
-        &self,
-        scope: &str,
-        key: &str,
-        payload: String,
-        op: F,
-    ) -> Result<T, Error>
-    where
-        T: serde::Serialize + serde::de::DeserializeOwned,
-        F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<T, Error>>,
-    {
-        let digest = sha256(payload.as_bytes()).hex();
-        if let Some(first) = self
-            .idempotency
-            .recall(scope, key)
-            .await
-            .map_err(store_failed)?
-        {
-            if first.payload_digest != digest {
-                let shown: String = key.chars().take(64).collect();
-                return Err(Error::new(
-                    ErrorCode::E010,
-                    format!("idempotency_key {shown:?} was first used with different arguments"),
-                ));
-            }
-            return serde_json::from_str(&first.result).map_err(store_failed);
-        }
-        let result = op().await?;
-        let json = serde_json::to_string(&result).map_err(store_failed)?;
-        self.idempotency
-            .remember(
-                scope,
-                key,
-                Remembered {
-                    payload_digest: digest,
-                    result: json,
-                },
-                self.clock.now(),
-            )
-            .await
-            .map_err(store_failed)?;
-        Ok(result)
     }
 
     /// Starts supervising every upstream: connect now, reconnect on the backoff schedule after a

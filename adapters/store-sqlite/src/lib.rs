@@ -210,6 +210,20 @@ impl SqliteStore {
         Ok(Recorded { version, is_new })
     }
 
+    /// Every version of `key`, oldest first, without content.
+    async fn versions_of(&self, key: &ResourceKey) -> Result<Vec<ResourceVersion>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT number, digest, size, created_at FROM resource_versions
+             WHERE server = ? AND uri = ? ORDER BY number",
+        )
+        .bind(key.server.as_str())
+        .bind(&key.upstream_uri)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        rows.iter().map(|r| version_of(r).map(|(v, _)| v)).collect()
+    }
+
     /// Drops the content of versions beyond the retention limits, newest kept first.
     async fn apply_retention(
         &self,
@@ -275,39 +289,38 @@ impl VersionStore for SqliteStore {
         key: &ResourceKey,
         selector: &VersionSelector,
     ) -> Result<Option<(ResourceVersion, Option<Content>)>, StoreError> {
-        let rows = sqlx::query(
+        // Find the version's number from the metadata alone; load only that version's content.
+        let number = match selector {
+            VersionSelector::Number(n) => i64::from(*n),
+            VersionSelector::Etag(etag) => {
+                let found = self
+                    .versions_of(key)
+                    .await?
+                    .into_iter()
+                    .find(|v| &v.etag == etag)
+                    .and_then(|v| v.version[1..].parse::<i64>().ok());
+                match found {
+                    Some(n) => n,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let row = sqlx::query(
             "SELECT number, digest, size, created_at, mime_type, is_text, content FROM resource_versions
-             WHERE server = ? AND uri = ? ORDER BY number",
+             WHERE server = ? AND uri = ? AND number = ?",
         )
         .bind(key.server.as_str())
         .bind(&key.upstream_uri)
-        .fetch_all(&self.pool)
+        .bind(number)
+        .fetch_optional(&self.pool)
         .await
         .map_err(failed)?;
-        for row in &rows {
-            let (version, digest) = version_of(row)?;
-            let matches = match selector {
-                VersionSelector::Number(n) => version.version == version_name(*n),
-                VersionSelector::Etag(etag) => &digest.etag() == etag,
-            };
-            if matches {
-                return Ok(Some((version, content_of(row)?)));
-            }
-        }
-        Ok(None)
+        row.map(|r| Ok((version_of(&r)?.0, content_of(&r)?)))
+            .transpose()
     }
 
     async fn history(&self, key: &ResourceKey) -> Result<Vec<ResourceVersion>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT number, digest, size, created_at FROM resource_versions
-             WHERE server = ? AND uri = ? ORDER BY number",
-        )
-        .bind(key.server.as_str())
-        .bind(&key.upstream_uri)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(failed)?;
-        rows.iter().map(|r| version_of(r).map(|(v, _)| v)).collect()
+        self.versions_of(key).await
     }
 
     async fn summaries(&self, server: &ServerName) -> Result<Vec<VersionSummary>, StoreError> {
