@@ -15,15 +15,11 @@
 use std::{collections::BTreeMap, process::Stdio, sync::Arc, time::Duration};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use quarry::{
-    config::{ServerSettings, Supervision},
-    service::{ResourceService, ServiceOptions, Stores},
-};
+use quarry::{compose, config::Settings};
 use quarry_cache_lru::LruContentCache;
-use quarry_domain::{Classifier, Endpoint, ResourceUri, Retention, ServerName, ServerSpec};
-use quarry_mcp_client::RmcpConnector;
-use quarry_ports::{ContentCache, ReadRequest, ResourceGateway, ResourceKey, SystemClock};
-use quarry_store_sqlite::SqliteStore;
+use quarry_domain::{Endpoint, ResourceUri, ServerName, ServerSettings, ServerSpec};
+use quarry_ports::{ContentCache, ReadRequest, ResourceGateway, ResourceKey};
+use quarry_usecases::ResourceService;
 use rmcp::{
     RoleClient, ServiceExt,
     model::{CallToolRequestParams, ClientConfig, ReadResourceRequestParams},
@@ -67,7 +63,7 @@ async fn gateway_client(dir: &std::path::Path) -> RunningService<RoleClient, Cli
     ClientConfig::default().serve(transport).await.unwrap()
 }
 
-async fn in_process_service() -> ResourceService {
+async fn in_process_service() -> Arc<ResourceService> {
     let endpoint = Endpoint::Stdio {
         command: QUARRY.into(),
         args: fixture_args(),
@@ -86,31 +82,15 @@ async fn service_over(
     name: &str,
     endpoint: Endpoint,
     cache: Arc<LruContentCache>,
-) -> ResourceService {
+) -> Arc<ResourceService> {
     let spec = ServerSpec::new(ServerName::parse(name).unwrap(), endpoint);
-    ResourceService::new(
-        vec![ServerSettings::new(spec)],
-        Arc::new(RmcpConnector::new(50 * 1024 * 1024).unwrap()),
-        cache,
-        {
-            let store = Arc::new(SqliteStore::in_memory(Retention::default()).await.unwrap());
-            Stores {
-                versions: store.clone(),
-                registry: store.clone(),
-                idempotency: store,
-            }
-        },
-        Arc::new(SystemClock),
-        ServiceOptions {
-            cache_enabled: true,
-            cache_ttl: Duration::from_secs(3600),
-            max_resource_bytes: 50 * 1024 * 1024,
-            classifier: Classifier::default(),
-            supervision: Supervision::default(),
-            allow_tool_registration: false,
-            allow_tool_commands: false,
-        },
-    )
+    let mut settings = Settings::defaults();
+    settings.servers = vec![ServerSettings::new(spec)];
+    settings.store_path = None;
+    settings.cache_ttl = Duration::from_secs(3600);
+    let mut ports = compose::ports(&settings).await.unwrap();
+    ports.cache = cache;
+    compose::service(&settings, ports).await.unwrap()
 }
 
 fn gateway_uri(n: usize) -> String {

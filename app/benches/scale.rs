@@ -6,19 +6,13 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::{collections::BTreeMap, sync::Arc, time::Instant};
+use std::{collections::BTreeMap, time::Instant};
 
-use quarry::{
-    config::{ServerSettings, Supervision},
-    service::{ResourceService, ServiceOptions, Stores},
-};
-use quarry_cache_lru::LruContentCache;
+use quarry::{compose, config::Settings};
 use quarry_domain::{
-    Classifier, Endpoint, ListQuery, PageLimit, ResourceUri, Retention, ServerName, ServerSpec,
+    Endpoint, ListQuery, PageLimit, ResourceUri, ServerName, ServerSettings, ServerSpec,
 };
-use quarry_mcp_client::RmcpConnector;
-use quarry_ports::{ReadRequest, ResourceGateway, SystemClock};
-use quarry_store_sqlite::SqliteStore;
+use quarry_ports::{ReadRequest, ResourceGateway};
 
 const QUARRY: &str = env!("CARGO_BIN_EXE_quarry");
 
@@ -66,23 +60,11 @@ fn main() {
                 ))
             })
             .collect();
-        let store = Arc::new(SqliteStore::in_memory(Retention::default()).await.unwrap());
-        let service = Arc::new(ResourceService::new(
-            settings,
-            Arc::new(RmcpConnector::new(50 * 1024 * 1024).unwrap()),
-            Arc::new(LruContentCache::new(100 * 1024 * 1024)),
-            Stores { versions: store.clone(), registry: store.clone(), idempotency: store },
-            Arc::new(SystemClock),
-            ServiceOptions {
-                cache_enabled: true,
-                cache_ttl: std::time::Duration::from_secs(3600),
-                max_resource_bytes: 50 * 1024 * 1024,
-                classifier: Classifier::default(),
-                supervision: Supervision::default(),
-                allow_tool_registration: false,
-                allow_tool_commands: false,
-            },
-        ));
+        let mut config = Settings::defaults();
+        config.servers = settings;
+        config.store_path = None;
+        config.cache_ttl = std::time::Duration::from_secs(3600);
+        let service = compose::build(&config).await.unwrap();
         let rss_before = rss_bytes(std::process::id());
         let query = ListQuery { limit: PageLimit::new(100).unwrap(), ..ListQuery::default() };
         let expected = u64::from(servers) * u64::from(per_server + 6);

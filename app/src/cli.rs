@@ -1,15 +1,15 @@
 //! The `quarry` command line.
 
-use std::{io::Write, path::PathBuf, sync::Arc};
+mod commands;
+mod signal;
+
+use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use quarry_domain::{
-    ByteRange, Error, ListQuery, PageLimit, ResourceType, ResourceUri, ServerSelector,
-};
-use quarry_ports::{ReadRequest, ResourceGateway};
-use quarry_testkit::fixture::FixtureArgs;
+use quarry_domain::PageLimit;
 
-use crate::{compose, config::Settings, demo, render, service::ResourceService};
+pub use self::signal::shutdown_signal;
+use crate::{compose, config::Settings, failure::Failure};
 
 /// Quarry: one governed gateway to the resources of many MCP servers.
 ///
@@ -58,8 +58,10 @@ pub enum Command {
     Versions(VersionsArgs),
     /// Run a self-contained demo: two fixture upstreams (stdio and HTTP), a listing across both,
     /// and one resource read twice, the second time from cache. Needs nothing but this binary.
+    #[cfg(feature = "demo")]
     Demo(JsonFlag),
     /// Run the fixture MCP server used by tests and the demo (stdio, or --http ADDR).
+    #[cfg(feature = "demo")]
     #[command(hide = true)]
     Fixture(FixtureCommand),
 }
@@ -168,9 +170,15 @@ pub struct AddServerArgs {
     /// Seconds allowed for each request.
     #[arg(long)]
     pub timeout: Option<f64>,
-    /// Sessions (stdio: processes) held open at once, 1 to 100.
-    #[arg(long, default_value_t = 10)]
-    pub pool_size: u32,
+    /// Sessions (stdio: processes) held open at once, 1 to 100 (default 10).
+    #[arg(long)]
+    pub pool_size: Option<u32>,
+    /// Times a read retries when the connection fails, 0 to 10 (default 3).
+    #[arg(long)]
+    pub retry_attempts: Option<u32>,
+    /// Seconds before the first retry and reconnection, doubling up to 30 (default 1).
+    #[arg(long)]
+    pub retry_delay: Option<f64>,
 }
 
 /// `quarry versions` options.
@@ -184,33 +192,33 @@ pub struct VersionsArgs {
 }
 
 /// `quarry fixture` options.
+#[cfg(feature = "demo")]
 #[derive(Debug, Args)]
 pub struct FixtureCommand {
     /// Serve streamable HTTP on this address and print the endpoint URL, instead of stdio.
     #[arg(long)]
     pub http: Option<std::net::SocketAddr>,
     #[command(flatten)]
-    pub fixture: FixtureArgs,
+    pub fixture: quarry_testkit::fixture::FixtureArgs,
 }
 
-/// A command's failure: a catalogue error (exit 10 + its number), or I/O on our own output.
-#[derive(Debug, thiserror::Error)]
-pub enum Failure {
-    /// An error from the catalogue.
-    #[error("{0}")]
-    Quarry(#[from] Error),
-    /// Writing our output failed (a closed pipe, say).
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-}
-
-impl Failure {
-    /// The process exit code.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Self::Quarry(e) => e.code().exit_code(),
-            Self::Io(_) => 1,
+impl Command {
+    /// True for the commands that bring their own upstreams and read no configuration.
+    pub fn is_self_contained(&self) -> bool {
+        #[cfg(feature = "demo")]
+        if matches!(self, Self::Fixture(_) | Self::Demo(_)) {
+            return true;
         }
+        false
+    }
+
+    /// True for the commands that run until stopped (they log at the configured level).
+    pub fn is_serving(&self) -> bool {
+        #[cfg(feature = "demo")]
+        if matches!(self, Self::Fixture(_)) {
+            return true;
+        }
+        matches!(self, Self::Serve(_))
     }
 }
 
@@ -219,33 +227,19 @@ impl Failure {
 /// # Errors
 /// The command's failure.
 pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
+    use commands::{add_server, list, read, remove_server, servers, versions, with_service};
     match cli.command {
-        Command::Fixture(f) => run_fixture(f).await,
-        Command::Demo(flag) => demo::run(flag.json).await,
+        #[cfg(feature = "demo")]
+        Command::Fixture(f) => commands::fixture(f).await,
+        #[cfg(feature = "demo")]
+        Command::Demo(flag) => crate::demo::run(flag.json).await,
         Command::Serve(_) => {
-            let service = compose::build(&settings).await?;
-            service.start_supervision();
-            tracing::info!(
-                servers = settings.servers.len(),
-                config = %settings.source.as_ref().map_or("(defaults)".into(), |p| p.display().to_string()),
-                "serving MCP on stdio"
-            );
-            let gateway: Arc<dyn ResourceGateway> = service.clone();
-            let options = quarry_mcp_server::ServerOptions {
-                inline_limit: settings.inline_limit_bytes,
-                principal: quarry_domain::Principal::local(),
-            };
             // On a signal, input ends: what is in flight is answered, then the server stops.
             let shutdown = async move {
                 shutdown_signal().await;
                 tracing::info!("shutting down: answering requests in flight");
             };
-            let result = quarry_mcp_server::serve_stdio(gateway, options, shutdown).await;
-            service.shutdown().await;
-            result.map_err(|e| {
-                tracing::error!("{e}");
-                Error::internal().into()
-            })
+            Ok(compose::serve_stdio(&settings, shutdown).await?)
         }
         Command::List(args) => with_service(&settings, |s| list(s, args)).await,
         Command::Read(args) => with_service(&settings, |s| read(s, args)).await,
@@ -259,203 +253,6 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
             }
         },
         Command::Versions(args) => with_service(&settings, |s| versions(s, args)).await,
-    }
-}
-
-async fn with_service<F, Fut>(settings: &Settings, f: F) -> Result<(), Failure>
-where
-    F: FnOnce(Arc<ResourceService>) -> Fut,
-    Fut: std::future::Future<Output = Result<(), Failure>>,
-{
-    let service = compose::build(settings).await?;
-    let result = f(service.clone()).await;
-    service.shutdown().await;
-    result
-}
-
-/// Builds the list query the CLI flags describe.
-fn list_query(args: &ListArgs) -> Result<ListQuery, Error> {
-    Ok(ListQuery {
-        server: args
-            .server
-            .as_deref()
-            .map(ServerSelector::new)
-            .transpose()?,
-        filter_type: args
-            .filter_type
-            .as_deref()
-            .map(str::parse::<ResourceType>)
-            .transpose()?,
-        limit: PageLimit::new(args.limit)?,
-        offset: ListQuery::parse_offset(args.offset)?,
-        use_cache: true,
-    })
-}
-
-async fn list(service: Arc<ResourceService>, args: ListArgs) -> Result<(), Failure> {
-    let query = list_query(&args)?;
-    let result = service.list_resources(query.clone()).await?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        render::json(&mut out, &result)?;
-    } else {
-        render::resources(&mut out, &result, query.offset)?;
-        render::server_warnings(&mut std::io::stderr().lock(), &result.servers)?;
-    }
-    Ok(())
-}
-
-async fn read(service: Arc<ResourceService>, args: ReadArgs) -> Result<(), Failure> {
-    let request = ReadRequest {
-        uri: ResourceUri::parse(&args.uri)?,
-        range: ByteRange::new(args.offset, args.limit)?,
-        use_cache: !args.no_cache,
-        version: args.version,
-        validate_checksum: true,
-        inline_limit: None,
-        principal: quarry_domain::Principal::local(),
-    };
-    let result = service.read_resource(request).await?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        render::json(&mut out, &result)?;
-    } else {
-        render::content(&mut out, &result)?;
-        render::read_summary(&mut std::io::stderr().lock(), &result)?;
-    }
-    out.flush()?;
-    Ok(())
-}
-
-async fn add_server(
-    service: Arc<ResourceService>,
-    args: AddServerArgs,
-    json: bool,
-) -> Result<(), Failure> {
-    let mut env = std::collections::BTreeMap::new();
-    for pair in &args.env {
-        let (k, v) = pair
-            .split_once('=')
-            .ok_or_else(|| Error::invalid(format!("--env takes KEY=VALUE, got {pair:?}")))?;
-        env.insert(k.to_owned(), v.to_owned());
-    }
-    if !(1..=100).contains(&args.pool_size) {
-        return Err(Error::invalid("--pool-size must be between 1 and 100").into());
-    }
-    let spec = quarry_domain::ServerDraft {
-        name: args.name,
-        id: None,
-        endpoint: args.endpoint,
-        command: args.command,
-        args: args.args,
-        env,
-        cwd: args.cwd,
-        timeout_secs: args.timeout,
-        max_pages: None,
-    }
-    .into_spec("--")?;
-    let server = quarry_ports::RegisteredServer {
-        spec,
-        retry_attempts: 3,
-        retry_delay: std::time::Duration::from_secs(1),
-        pool_size: args.pool_size,
-    };
-    let status = service
-        .add_server(server, quarry_ports::Requester::Operator, None)
-        .await?;
-    let mut out = std::io::stdout().lock();
-    if json {
-        render::json(&mut out, &status)?;
-    } else {
-        writeln!(
-            out,
-            "registered '{}' ({})",
-            status.server_name, status.endpoint
-        )?;
-        render::servers(&mut out, std::slice::from_ref(&status))?;
-    }
-    Ok(())
-}
-
-async fn remove_server(
-    service: Arc<ResourceService>,
-    name: String,
-    json: bool,
-) -> Result<(), Failure> {
-    let name = quarry_domain::ServerName::parse(&name)?;
-    let removed = service
-        .remove_server(name, quarry_ports::Requester::Operator, None)
-        .await?;
-    let mut out = std::io::stdout().lock();
-    if json {
-        render::json(&mut out, &removed)?;
-    } else {
-        writeln!(out, "removed '{}'", removed.server_name)?;
-    }
-    Ok(())
-}
-
-async fn servers(service: Arc<ResourceService>, json: bool) -> Result<(), Failure> {
-    let statuses = service.servers().await;
-    let mut out = std::io::stdout().lock();
-    if json {
-        render::json(&mut out, &statuses)?;
-    } else {
-        render::servers(&mut out, &statuses)?;
-    }
-    Ok(())
-}
-
-async fn versions(service: Arc<ResourceService>, args: VersionsArgs) -> Result<(), Failure> {
-    let uri = ResourceUri::parse(&args.uri)?;
-    let versions = service.versions(&uri).await?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        render::json(&mut out, &versions)?;
-    } else {
-        render::versions(&mut out, &versions)?;
-    }
-    Ok(())
-}
-
-async fn run_fixture(f: FixtureCommand) -> Result<(), Failure> {
-    let outcome = match f.http {
-        None => quarry_testkit::fixture::serve_stdio(f.fixture).await,
-        Some(addr) => match quarry_testkit::fixture::serve_http(f.fixture, addr).await {
-            Ok(server) => {
-                println!("{}", server.url);
-                shutdown_signal().await;
-                Ok(())
-            }
-            Err(e) => Err(e),
-        },
-    };
-    outcome.map_err(|e| {
-        tracing::error!("fixture: {e:#}");
-        Error::internal().into()
-    })
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

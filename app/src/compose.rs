@@ -1,25 +1,35 @@
-//! The composition root: the only place that knows every adapter and picks one per port.
+//! The composition root: the only place that knows every adapter and picks one per port, and
+//! that wires the MCP server to the gateway.
 
-use std::sync::Arc;
+use std::{future::Future, sync::Arc};
 
-use quarry_cache_lru::LruContentCache;
-use quarry_domain::Error;
+use quarry_cache_lru::{InMemoryInvalidationBus, InMemoryListingCache, LruContentCache};
+use quarry_crypto_ring::RingHasher;
+use quarry_domain::{Error, ErrorCode, Principal};
 use quarry_mcp_client::RmcpConnector;
-use quarry_ports::SystemClock;
+use quarry_mcp_server::ServerOptions;
+use quarry_ports::ResourceGateway;
 use quarry_store_sqlite::SqliteStore;
+use quarry_usecases::{Ports, ResourceService, ServiceOptions};
 
-use crate::{
-    config::Settings,
-    service::{ResourceService, ServiceOptions, Stores},
-};
+use crate::{clock::SystemClock, config::Settings};
 
-/// Builds the resource service the settings describe: rmcp upstreams, the in-memory LRU cache,
-/// the SQLite store, the system clock.
+/// Builds the resource service the settings describe: rmcp upstreams, the in-memory caches, the
+/// SQLite store, ring's SHA-256, the system clock. Servers registered at runtime are loaded.
 ///
 /// # Errors
 /// E012 when the HTTP client for upstreams cannot be built or the store cannot be opened (the
-/// message names the file and the key that sets it).
+/// message names the file and the key that sets it), or the registry cannot be read.
 pub async fn build(settings: &Settings) -> Result<Arc<ResourceService>, Error> {
+    let ports = ports(settings).await?;
+    service(settings, ports).await
+}
+
+/// The adapters the settings choose, one per port (benchmarks swap one to watch it).
+///
+/// # Errors
+/// As [`build`].
+pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
     let connector = RmcpConnector::new(settings.max_resource_bytes).map_err(|e| {
         tracing::error!("{e}");
         Error::internal()
@@ -29,7 +39,7 @@ pub async fn build(settings: &Settings) -> Result<Arc<ResourceService>, Error> {
             .await
             .map_err(|e| {
                 Error::new(
-                    quarry_domain::ErrorCode::E012,
+                    ErrorCode::E012,
                     format!("{e} (set [store] path in the configuration, or QUARRY_STORE_PATH)"),
                 )
             })?,
@@ -41,17 +51,27 @@ pub async fn build(settings: &Settings) -> Result<Arc<ResourceService>, Error> {
             })?,
     };
     let store = Arc::new(store);
-    let stores = Stores {
+    Ok(Ports {
+        connector: Arc::new(connector),
+        cache: Arc::new(LruContentCache::new(settings.cache_max_bytes)),
+        listings: Arc::new(InMemoryListingCache::new()),
+        bus: Arc::new(InMemoryInvalidationBus::new()),
         versions: store.clone(),
         registry: store.clone(),
         idempotency: store,
-    };
+        hasher: Arc::new(RingHasher),
+        clock: Arc::new(SystemClock::new()),
+    })
+}
+
+/// The resource service over `ports`, with the registry loaded.
+///
+/// # Errors
+/// E012 when the registry cannot be read.
+pub async fn service(settings: &Settings, ports: Ports) -> Result<Arc<ResourceService>, Error> {
     let service = Arc::new(ResourceService::new(
         settings.servers.clone(),
-        Arc::new(connector),
-        Arc::new(LruContentCache::new(settings.cache_max_bytes)),
-        stores,
-        Arc::new(SystemClock),
+        ports,
         ServiceOptions {
             cache_enabled: settings.cache_enabled,
             cache_ttl: settings.cache_ttl,
@@ -64,4 +84,33 @@ pub async fn build(settings: &Settings) -> Result<Arc<ResourceService>, Error> {
     ));
     service.load_registry().await?;
     Ok(service)
+}
+
+/// Serves the gateway to an agent over stdio until input ends or `shutdown` resolves: upstreams
+/// are supervised from the start, requests in flight are answered before the upstreams stop.
+///
+/// # Errors
+/// What [`build`] returns; E012 when the transport fails.
+pub async fn serve_stdio(
+    settings: &Settings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let service = build(settings).await?;
+    service.start_supervision();
+    tracing::info!(
+        servers = settings.servers.len(),
+        config = %settings.source.as_ref().map_or("(defaults)".into(), |p| p.display().to_string()),
+        "serving MCP on stdio"
+    );
+    let gateway: Arc<dyn ResourceGateway> = service.clone();
+    let options = ServerOptions {
+        inline_limit: settings.inline_limit_bytes,
+        principal: Principal::local(),
+    };
+    let result = quarry_mcp_server::serve_stdio(gateway, options, shutdown).await;
+    service.shutdown().await;
+    result.map_err(|e| {
+        tracing::error!("{e}");
+        Error::internal()
+    })
 }

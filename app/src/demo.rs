@@ -6,17 +6,14 @@
 
 use std::{collections::BTreeMap, io::Write, time::Instant};
 
-use quarry_domain::{Endpoint, Error, ListQuery, ResourceUri, ServerName, ServerSpec};
+use quarry_domain::{
+    Endpoint, Error, ListQuery, ResourceUri, ServerName, ServerSettings, ServerSpec,
+};
 use quarry_ports::{ReadRequest, ResourceGateway};
 use quarry_testkit::fixture::{FixtureArgs, serve_http};
 use serde_json::json;
 
-use crate::{
-    cli::Failure,
-    compose,
-    config::{ServerSettings, Settings},
-    render,
-};
+use crate::{compose, config::Settings, failure::Failure, render};
 
 fn server(name: &str, endpoint: Endpoint) -> Result<ServerSettings, Error> {
     Ok(ServerSettings::new(ServerSpec::new(

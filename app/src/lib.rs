@@ -1,14 +1,14 @@
-//! Quarry's application: use cases, configuration, the CLI and the composition root.
+//! Quarry's application: configuration, the command line and the composition root. The use
+//! cases live in `quarry-usecases`.
 //!
-//! Architecture invariant: only this crate chooses implementations (see [`compose`]); the use
-//! cases in [`service`] see ports, never adapters.
+//! Architecture invariant: only [`compose`] names adapters and chooses implementations; the CLI
+//! parses, asks `compose` for what it needs, and renders.
 
 pub mod cli;
+mod clock;
 pub mod compose;
 pub mod config;
+#[cfg(feature = "demo")]
 mod demo;
-mod invalidation;
-mod listings;
+pub mod failure;
 mod render;
-pub mod service;
-mod upstreams;

@@ -2,20 +2,22 @@
 
 use clap::Parser;
 use quarry::{
-    cli::{Cli, Command, Failure, run},
+    cli::{Cli, run},
     config::Settings,
+    failure::Failure,
 };
 use tracing_subscriber::EnvFilter;
 
 fn main() {
     let cli = Cli::parse();
     let env = |k: &str| std::env::var(k).ok();
-    let settings = match &cli.command {
-        // The fixture and the demo bring their own upstreams; they read no configuration.
-        Command::Fixture(_) | Command::Demo(_) => Ok(Settings::defaults()),
-        _ => Settings::load(cli.config.as_deref(), &env),
+    // The fixture and the demo bring their own upstreams; they read no configuration.
+    let settings = if cli.command.is_self_contained() {
+        Ok(Settings::defaults())
+    } else {
+        Settings::load(cli.config.as_deref(), &env)
     };
-    let serving = matches!(cli.command, Command::Serve(_) | Command::Fixture(_));
+    let serving = cli.command.is_serving();
     let default_filter = match (&settings, serving) {
         (Ok(s), true) => s.log_level.clone(),
         _ => "warn".to_owned(),

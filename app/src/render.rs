@@ -185,7 +185,7 @@ pub(crate) fn versions(out: &mut impl Write, versions: &[ResourceVersion]) -> io
         .iter()
         .map(|v| {
             vec![
-                v.version.clone(),
+                v.version.to_string(),
                 v.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
                 size(Some(v.size)),
                 v.etag.clone(),

@@ -4,9 +4,12 @@
 //! protocol library. Time comes in as an argument ([`Timestamp`]); values that exist are valid
 //! (parse, don't validate).
 
+mod backoff;
+mod circuit;
 mod classify;
 mod content;
 mod error;
+mod idempotency;
 mod principal;
 mod query;
 mod range;
@@ -16,9 +19,12 @@ mod text;
 mod uri;
 mod version;
 
+pub use backoff::{Backoff, RetryPolicy};
+pub use circuit::Circuit;
 pub use classify::{ClassificationRule, Classified, Classifier};
 pub use content::{Body, Content};
 pub use error::{Error, ErrorCode};
+pub use idempotency::{IdempotencyKey, Payload};
 pub use principal::Principal;
 pub use query::{ListQuery, Listed, Page, PageLimit, ServerSelector, sort_and_page};
 pub use range::{ByteRange, ContentRange, Slice};
@@ -26,10 +32,12 @@ pub use resource::{
     ConnectionStatus, ListResourcesResult, Origin, ReadResourceResult, Resource, ResourceType,
     ResourceVersion, ServerStatus, UpstreamFailure,
 };
-pub use server::{Endpoint, ServerDraft, ServerId, ServerName, ServerSpec};
+pub use server::{
+    Endpoint, ServerDraft, ServerId, ServerName, ServerSettings, ServerSpec, seconds,
+};
 pub use text::sanitize_label;
-pub use uri::{ResourceUri, encode_path, template_to_gateway};
-pub use version::{Digest, Retention, VersionSelector, version_name};
+pub use uri::{ResourceUri, encode_path, has_dot_segment, template_to_gateway};
+pub use version::{Digest, Retention, VersionNumber, VersionSelector};
 
 /// A point in time, always UTC. The domain never reads a clock: callers pass `now`.
 pub type Timestamp = chrono::DateTime<chrono::Utc>;

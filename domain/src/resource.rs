@@ -4,7 +4,7 @@ use std::{fmt, str::FromStr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ContentRange, Error, ResourceUri, ServerId, ServerName, Timestamp};
+use crate::{ContentRange, Error, ResourceUri, ServerId, ServerName, Timestamp, VersionNumber};
 
 /// The spec's resource types. Upstream MCP resources carry no type; [`crate::Classifier`] assigns
 /// one.
@@ -85,7 +85,7 @@ pub struct Resource {
     /// The upstream's `lastModified` annotation, when present.
     pub modified_at: Option<Timestamp>,
     /// The current version id, when known.
-    pub version: Option<String>,
+    pub version: Option<VersionNumber>,
     /// Whether the resource is protected.
     pub is_protected: bool,
     /// Everything else worth knowing: origin server, upstream URI, description, how the type was
@@ -144,7 +144,7 @@ pub struct ServerStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ResourceVersion {
     /// `v1`, `v2`, ...
-    pub version: String,
+    pub version: VersionNumber,
     /// An entity tag derived from the checksum.
     pub etag: String,
     /// When this version was first seen.

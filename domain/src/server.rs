@@ -4,7 +4,7 @@ use std::{collections::BTreeMap, fmt, time::Duration};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::Error;
+use crate::{Error, RetryPolicy};
 
 /// A registered server's name: `[A-Za-z0-9_-]{1,128}`, compared exactly.
 ///
@@ -132,7 +132,8 @@ impl Serialize for ServerId {
 }
 
 /// How to reach an upstream server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Endpoint {
     /// A child process speaking MCP over its stdin/stdout. Spawned without a shell.
     Stdio {
@@ -173,7 +174,7 @@ impl Endpoint {
 }
 
 /// Everything Quarry knows about one registered upstream server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ServerSpec {
     /// Its registered name.
     pub name: ServerName,
@@ -207,8 +208,41 @@ impl ServerSpec {
     }
 }
 
+/// A registered server with its retry policy and its pool: one type for the configuration
+/// file, the `add_mcp_server` tool, the command line and the registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerSettings {
+    /// Name, id, endpoint, timeout, page bound.
+    pub spec: ServerSpec,
+    /// Retries for reads, and the base of the reconnection backoff.
+    pub retry: RetryPolicy,
+    /// Most sessions (stdio: processes) held open to the server at once.
+    pub pool_size: u32,
+}
+
+impl ServerSettings {
+    /// The default pool size (the spec's "10 connections per server").
+    pub const DEFAULT_POOL_SIZE: u32 = 10;
+    /// The largest pool a server may ask for.
+    pub const MAX_POOL_SIZE: u32 = 100;
+
+    /// A server with the default retry policy and pool.
+    pub fn new(spec: ServerSpec) -> Self {
+        Self {
+            spec,
+            retry: RetryPolicy::default(),
+            pool_size: Self::DEFAULT_POOL_SIZE,
+        }
+    }
+
+    /// The server's name.
+    pub fn name(&self) -> &ServerName {
+        &self.spec.name
+    }
+}
+
 /// A server as someone describes it (a configuration section, a tool call, a command line),
-/// before it is checked. `field` names where each value came from in error messages.
+/// before it is checked. The one validator of server settings: every bound lives here.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerDraft {
     /// The name to register.
@@ -229,18 +263,25 @@ pub struct ServerDraft {
     pub timeout_secs: Option<f64>,
     /// Page bound for listings.
     pub max_pages: Option<u32>,
+    /// Retries of a read whose connection failed.
+    pub retry_attempts: Option<u32>,
+    /// Seconds before the first retry.
+    pub retry_delay_secs: Option<f64>,
+    /// Most sessions held open at once.
+    pub pool_size: Option<u32>,
 }
 
 impl ServerDraft {
-    /// Checks the draft and builds the spec. `prefix` goes before each field name in messages
-    /// (`servers.docs.` for a configuration section).
+    /// Checks the draft and builds the settings. `field` names each field in messages as the
+    /// caller's user knows it (`servers.docs.timeout` in a configuration file, `--timeout` on the
+    /// command line, `timeout` in a tool call).
     ///
     /// # Errors
     /// E001 naming the field: a bad name or id, neither or both of endpoint and command, an
     /// endpoint that is not http(s), stdio fields on an HTTP server, a timeout outside
-    /// (0, 3600] seconds, a page bound of 0.
-    pub fn into_spec(self, prefix: &str) -> Result<ServerSpec, Error> {
-        let field = |k: &str| format!("{prefix}{k}");
+    /// (0, 3600] seconds, a page bound of 0, more than 10 retries, a retry delay outside (0, 30]
+    /// seconds, a pool outside 1..=100.
+    pub fn into_settings(self, field: &dyn Fn(&str) -> String) -> Result<ServerSettings, Error> {
         let name = ServerName::parse(&self.name)
             .map_err(|e| Error::invalid(format!("{}: {}", field("name"), e.message())))?;
         let endpoint = match (self.endpoint, self.command) {
@@ -269,8 +310,10 @@ impl ServerDraft {
                 }
                 if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() {
                     return Err(Error::invalid(format!(
-                        "{}args, env and cwd apply to command servers, not endpoint ones",
-                        prefix
+                        "{}, {} and {} apply to command servers, not endpoint ones",
+                        field("args"),
+                        field("env"),
+                        field("cwd")
                     )));
                 }
                 Endpoint::Http { url }
@@ -296,13 +339,7 @@ impl ServerDraft {
                 .map_err(|e| Error::invalid(format!("{}: {}", field("id"), e.message())))?;
         }
         if let Some(t) = self.timeout_secs {
-            if !(t.is_finite() && t > 0.0 && t <= 3600.0) {
-                return Err(Error::invalid(format!(
-                    "{} must be more than 0 and at most 3600 seconds, got {t}",
-                    field("timeout")
-                )));
-            }
-            spec.timeout = Duration::from_secs_f64(t);
+            spec.timeout = seconds(&field("timeout"), t, 3600.0)?;
         }
         if let Some(p) = self.max_pages {
             if p == 0 {
@@ -313,8 +350,54 @@ impl ServerDraft {
             }
             spec.max_pages = p;
         }
-        Ok(spec)
+        let mut retry = RetryPolicy::default();
+        if let Some(a) = self.retry_attempts {
+            if a > RetryPolicy::MAX_ATTEMPTS {
+                return Err(Error::invalid(format!(
+                    "{} must be at most {}",
+                    field("retry_attempts"),
+                    RetryPolicy::MAX_ATTEMPTS
+                )));
+            }
+            retry.attempts = a;
+        }
+        if let Some(d) = self.retry_delay_secs {
+            retry.delay = seconds(
+                &field("retry_delay"),
+                d,
+                RetryPolicy::MAX_DELAY.as_secs_f64(),
+            )?;
+        }
+        let pool_size = match self.pool_size {
+            None => ServerSettings::DEFAULT_POOL_SIZE,
+            Some(n) if (1..=ServerSettings::MAX_POOL_SIZE).contains(&n) => n,
+            Some(n) => {
+                return Err(Error::invalid(format!(
+                    "{} must be between 1 and {}, got {n}",
+                    field("pool_size"),
+                    ServerSettings::MAX_POOL_SIZE
+                )));
+            }
+        };
+        Ok(ServerSettings {
+            spec,
+            retry,
+            pool_size,
+        })
     }
+}
+
+/// A duration in seconds within (0, max].
+///
+/// # Errors
+/// E001 naming `key` when out of bounds or not a number.
+pub fn seconds(key: &str, value: f64, max: f64) -> Result<Duration, Error> {
+    if !(value.is_finite() && value > 0.0 && value <= max) {
+        return Err(Error::invalid(format!(
+            "{key} must be more than 0 and at most {max} seconds, got {value}"
+        )));
+    }
+    Ok(Duration::from_secs_f64(value))
 }
 
 #[cfg(test)]
@@ -352,6 +435,94 @@ mod tests {
         assert_ne!(a, b);
         assert!(ServerId::parse(a.as_str()).is_ok());
         assert!(ServerId::parse("short").is_err());
+    }
+
+    fn draft(endpoint: &str) -> ServerDraft {
+        ServerDraft {
+            name: "docs".into(),
+            endpoint: Some(endpoint.into()),
+            ..ServerDraft::default()
+        }
+    }
+
+    #[test]
+    fn one_validator_names_fields_as_each_caller_does() {
+        let config = |k: &str| format!("servers.docs.{k}");
+        let cli = |k: &str| format!("--{}", k.replace('_', "-"));
+        let bad = ServerDraft {
+            pool_size: Some(0),
+            ..draft("http://h/mcp")
+        };
+        let e = bad.clone().into_settings(&config).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "servers.docs.pool_size must be between 1 and 100, got 0"
+        );
+        let e = bad.into_settings(&cli).unwrap_err();
+        assert_eq!(e.message(), "--pool-size must be between 1 and 100, got 0");
+        for (d, want) in [
+            (
+                ServerDraft {
+                    retry_attempts: Some(11),
+                    ..draft("http://h")
+                },
+                "retry_attempts must be at most 10",
+            ),
+            (
+                ServerDraft {
+                    retry_delay_secs: Some(31.0),
+                    ..draft("http://h")
+                },
+                "retry_delay must be more than 0 and at most 30",
+            ),
+            (
+                ServerDraft {
+                    timeout_secs: Some(0.0),
+                    ..draft("http://h")
+                },
+                "timeout must be more than 0",
+            ),
+            (
+                ServerDraft {
+                    max_pages: Some(0),
+                    ..draft("http://h")
+                },
+                "max_pages must be at least 1",
+            ),
+            (
+                draft("ftp://h"),
+                "endpoint must be an http:// or https:// URL",
+            ),
+        ] {
+            let e = d.into_settings(&|k: &str| k.to_owned()).unwrap_err();
+            assert!(e.message().starts_with(want), "{} vs {want}", e.message());
+            assert_eq!(e.code(), ErrorCode::E001);
+        }
+    }
+
+    #[test]
+    fn defaults_fill_what_a_draft_leaves_out() {
+        let s = ServerDraft {
+            retry_attempts: Some(0),
+            retry_delay_secs: Some(2.5),
+            pool_size: Some(3),
+            ..draft("https://h/mcp")
+        }
+        .into_settings(&|k: &str| k.to_owned())
+        .unwrap();
+        assert_eq!(
+            s.retry,
+            RetryPolicy {
+                attempts: 0,
+                delay: Duration::from_millis(2500)
+            }
+        );
+        assert_eq!(s.pool_size, 3);
+        assert_eq!(s.spec.timeout, ServerSpec::DEFAULT_TIMEOUT);
+        let plain = draft("https://h/mcp")
+            .into_settings(&|k: &str| k.to_owned())
+            .unwrap();
+        assert_eq!(plain, ServerSettings::new(plain.spec.clone()));
     }
 
     #[test]

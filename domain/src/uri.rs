@@ -3,7 +3,9 @@
 //! Escaping keeps `A-Z a-z 0-9 / . -` and writes every other byte as `_` and two uppercase hex
 //! digits, so every gateway URI matches the spec's pattern `^mcp://[a-zA-Z0-9_-]+/[a-zA-Z0-9_/.-]+$`.
 //! Decoding accepts only the canonical form: each resource has exactly one gateway URI, so no alias
-//! can slip past a cache key or a policy rule written for another. Paths are never normalised.
+//! can slip past a cache key or a policy rule written for another. Paths are never normalised,
+//! so a path with a `.` or `..` segment is refused rather than forwarded: what an upstream would
+//! make of it is not the gateway's to guess, and a policy rule must see the path it governs.
 
 use std::fmt;
 
@@ -28,8 +30,9 @@ impl ResourceUri {
     /// The gateway URI for `upstream` on `server`.
     ///
     /// # Errors
-    /// E001 when `upstream` is empty (the pattern needs at least one path byte) or holds a NUL
-    /// (which [`ResourceUri::parse`] refuses, so it could never be read back).
+    /// E001 when `upstream` is empty (the pattern needs at least one path byte), holds a NUL or a
+    /// `.`/`..` segment, or its gateway URI would be longer than [`ResourceUri::parse`] accepts —
+    /// whatever it refuses could never be read back.
     pub fn new(server: ServerName, upstream: &str) -> Result<Self, Error> {
         if upstream.is_empty() {
             return Err(Error::invalid("an upstream resource URI must not be empty"));
@@ -39,7 +42,14 @@ impl ResourceUri {
                 "an upstream resource URI must not contain NUL",
             ));
         }
+        refuse_dot_segments(upstream)?;
         let gateway = format!("{SCHEME}{server}/{}", encode_path(upstream));
+        if gateway.len() > MAX_URI_LEN {
+            return Err(Error::invalid(format!(
+                "the gateway URI would be {} bytes long; the limit is {MAX_URI_LEN}",
+                gateway.len()
+            )));
+        }
         Ok(Self {
             server,
             upstream: upstream.to_owned(),
@@ -74,6 +84,7 @@ impl ResourceUri {
         let server = ServerName::parse(server)
             .map_err(|e| Error::invalid(format!("resource_uri: {}", e.message())))?;
         let upstream = decode_path(path)?;
+        refuse_dot_segments(&upstream)?;
         Ok(Self {
             server,
             upstream,
@@ -95,6 +106,20 @@ impl ResourceUri {
     pub fn as_str(&self) -> &str {
         &self.gateway
     }
+}
+
+/// True when a `/`-separated segment of `upstream` is `.` or `..`.
+pub fn has_dot_segment(upstream: &str) -> bool {
+    upstream.split('/').any(|s| s == "." || s == "..")
+}
+
+fn refuse_dot_segments(upstream: &str) -> Result<(), Error> {
+    if has_dot_segment(upstream) {
+        return Err(Error::invalid(
+            "a resource path with a '.' or '..' segment is refused: the gateway never normalises paths",
+        ));
+    }
+    Ok(())
 }
 
 impl fmt::Display for ResourceUri {

@@ -4,9 +4,73 @@
 //! maps back to the version it got then. Etags derive from the digest, so an etag names exactly one
 //! content.
 
-use std::fmt;
+use std::{fmt, num::NonZeroU32};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::Error;
+
+/// A version's number: 1, 2, 3 ..., written `v1`, `v2`, `v3` on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VersionNumber(NonZeroU32);
+
+impl VersionNumber {
+    /// The first version of every resource.
+    pub const FIRST: Self = Self(NonZeroU32::MIN);
+
+    /// Version `n`.
+    ///
+    /// # Errors
+    /// E001 for 0: versions start at 1.
+    pub fn new(n: u32) -> Result<Self, Error> {
+        NonZeroU32::new(n)
+            .map(Self)
+            .ok_or_else(|| Error::invalid("version numbers start at 1"))
+    }
+
+    /// The number.
+    pub fn get(self) -> u32 {
+        self.0.get()
+    }
+
+    /// The version after this one.
+    pub fn next(self) -> Self {
+        Self(self.0.saturating_add(1))
+    }
+}
+
+impl fmt::Display for VersionNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}", self.0)
+    }
+}
+
+impl PartialEq<&str> for VersionNumber {
+    fn eq(&self, other: &&str) -> bool {
+        other
+            .strip_prefix('v')
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|n| n == self.get() && other.len() == 1 + n.to_string().len())
+    }
+}
+
+impl Serialize for VersionNumber {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for VersionNumber {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        match VersionSelector::parse(&text) {
+            Ok(VersionSelector::Number(n)) => Ok(n),
+            _ => Err(serde::de::Error::custom(format!(
+                "{text:?} is not a version (v1, v2, ...)"
+            ))),
+        }
+    }
+}
 
 /// The SHA-256 digest of a content's bytes (computed outside the domain).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,7 +129,7 @@ impl fmt::Debug for Digest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VersionSelector {
     /// Version number `n` (`v{n}`).
-    Number(u32),
+    Number(VersionNumber),
     /// The version whose etag this is.
     Etag(String),
 }
@@ -78,9 +142,8 @@ impl VersionSelector {
     pub fn parse(text: &str) -> Result<Self, Error> {
         if let Some(n) = text.strip_prefix('v')
             && let Ok(n) = n.parse::<u32>()
-            && n >= 1
-            && !n.to_string().is_empty()
-            && text.len() == 1 + n.to_string().len()
+            && let Ok(n) = VersionNumber::new(n)
+            && text.len() == 1 + n.get().to_string().len()
         {
             return Ok(Self::Number(n));
         }
@@ -93,11 +156,6 @@ impl VersionSelector {
             "version {shown:?} is neither v1, v2, ... nor a 16-hex-digit etag"
         )))
     }
-}
-
-/// The name of version `n`.
-pub fn version_name(n: u32) -> String {
-    format!("v{n}")
 }
 
 /// How much history is kept per resource: the content of the newest `count` versions, and no
@@ -133,10 +191,26 @@ mod tests {
     }
 
     #[test]
+    fn version_numbers_are_written_and_read_as_v_n() {
+        let v3 = VersionNumber::new(3).unwrap();
+        assert_eq!(v3.to_string(), "v3");
+        assert_eq!(v3, "v3");
+        assert!(v3 != "v03" && v3 != "3" && v3 != "v4");
+        assert_eq!(serde_json::to_value(v3).unwrap(), "v3");
+        assert_eq!(
+            serde_json::from_value::<VersionNumber>("v3".into()).unwrap(),
+            v3
+        );
+        assert!(serde_json::from_value::<VersionNumber>("v0".into()).is_err());
+        assert!(VersionNumber::new(0).is_err());
+        assert_eq!(VersionNumber::FIRST.next(), VersionNumber::new(2).unwrap());
+    }
+
+    #[test]
     fn selectors_take_numbers_and_etags_only() {
         assert_eq!(
             VersionSelector::parse("v3").unwrap(),
-            VersionSelector::Number(3)
+            VersionSelector::Number(VersionNumber::new(3).unwrap())
         );
         assert_eq!(
             VersionSelector::parse("\"ABABABABABABABAB\"").unwrap(),

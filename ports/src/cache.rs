@@ -40,7 +40,7 @@ impl CachedContent {
                 .as_ref()
                 .map_or(0, |p| p.as_str().len() as u64)
             + self.version.as_ref().map_or(0, |v| {
-                (v.version.len() + v.etag.len() + v.checksum.len()) as u64
+                (v.version.to_string().len() + v.etag.len() + v.checksum.len()) as u64
             })
             + ENTRY_OVERHEAD
     }
@@ -68,6 +68,13 @@ pub struct CacheStats {
 /// entries may be kept (until evicted) for [`ContentCache::get_stale`], which serves degraded
 /// mode. The cache never holds more than its byte budget; an entry larger than the whole budget
 /// is not stored, and storing it drops the key's previous entry.
+///
+/// A cache never fails its caller: it is an optimisation, and every answer it cannot give is a
+/// miss. A backend that cannot be reached (a shared cache over the network) answers `get` and
+/// `get_stale` with `None`, drops `put`s, and `purge` counts 0; the adapter logs each failure.
+/// Entries it could not invalidate expire by their TTL; callers compare invalidation epochs
+/// ([`crate::InvalidationBus`]) so that a read racing a change is not cached in the first place.
+/// Whatever a backend returns is checked by the caller against the entry's digest before use.
 #[cfg_attr(feature = "mocks", mockall::automock)]
 #[async_trait]
 pub trait ContentCache: Send + Sync + std::fmt::Debug {

@@ -2,10 +2,10 @@
 
 use async_trait::async_trait;
 
-use crate::RegisteredServer;
 use quarry_domain::{
-    ByteRange, Error, ListQuery, ListResourcesResult, Principal, ReadResourceResult, ResourceUri,
-    ResourceVersion, ServerName, ServerStatus,
+    ByteRange, Error, IdempotencyKey, ListQuery, ListResourcesResult, Principal,
+    ReadResourceResult, ResourceUri, ResourceVersion, ServerName, ServerSettings, ServerStatus,
+    VersionSelector,
 };
 
 /// A validated read request.
@@ -17,8 +17,8 @@ pub struct ReadRequest {
     pub range: ByteRange,
     /// False bypasses the cache and refreshes it.
     pub use_cache: bool,
-    /// A specific version (`v3`), or the latest when none.
-    pub version: Option<String>,
+    /// A specific version (`v3` or an etag), or the latest when none.
+    pub version: Option<VersionSelector>,
     /// Re-hash cached bytes before returning them; a mismatch is E006 and the entry is refetched.
     pub validate_checksum: bool,
     /// The most bytes one result may carry (an agent host's output cap); a larger answer returns
@@ -87,7 +87,7 @@ pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
         &self,
         server: Option<ServerName>,
         uri: Option<ResourceUri>,
-        idempotency_key: Option<String>,
+        idempotency_key: Option<IdempotencyKey>,
     ) -> Result<PurgeReport, Error>;
 
     /// Registers a server at runtime (persisted, supervised at once when serving).
@@ -98,9 +98,9 @@ pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
     /// for a stdio command); E010 on an idempotency conflict; E012 when the store fails.
     async fn add_server(
         &self,
-        server: RegisteredServer,
+        server: ServerSettings,
         requester: Requester,
-        idempotency_key: Option<String>,
+        idempotency_key: Option<IdempotencyKey>,
     ) -> Result<ServerStatus, Error>;
 
     /// Unregisters a server registered at runtime: its sessions end (children stop), its cache
@@ -114,7 +114,7 @@ pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
         &self,
         name: ServerName,
         requester: Requester,
-        idempotency_key: Option<String>,
+        idempotency_key: Option<IdempotencyKey>,
     ) -> Result<RemovedServer, Error>;
 }
 

@@ -8,18 +8,22 @@
 mod cache;
 mod clock;
 mod gateway;
+mod hashing;
 mod key;
+mod listings;
 mod registry;
 mod upstream;
 mod versions;
 
 pub use cache::{CacheStats, CachedContent, ContentCache};
-pub use clock::{Clock, SystemClock};
+pub use clock::Clock;
 pub use gateway::{
     GatewayTemplate, PurgeReport, ReadRequest, RemovedServer, Requester, ResourceGateway,
 };
+pub use hashing::ContentHasher;
 pub use key::ResourceKey;
-pub use registry::{IdempotencyStore, RegisteredServer, Remembered, ServerRegistry};
+pub use listings::{CachedListing, InvalidationBus, ListedEntry, ListingCache};
+pub use registry::{IdempotencyStore, Remembered, Reservation, ServerRegistry};
 pub use upstream::{
     Fetched, UpstreamConnector, UpstreamError, UpstreamListing, UpstreamObserver, UpstreamResource,
     UpstreamSession, UpstreamTemplate,
@@ -30,6 +34,10 @@ pub use versions::{Recorded, StoreError, VersionStore, VersionSummary};
 pub use cache::MockContentCache;
 #[cfg(feature = "mocks")]
 pub use clock::MockClock;
+#[cfg(feature = "mocks")]
+pub use hashing::MockContentHasher;
+#[cfg(feature = "mocks")]
+pub use listings::{MockInvalidationBus, MockListingCache};
 #[cfg(feature = "mocks")]
 pub use registry::{MockIdempotencyStore, MockServerRegistry};
 #[cfg(feature = "mocks")]

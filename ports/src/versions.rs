@@ -1,14 +1,31 @@
 //! The version store port: the history of every resource's content.
 
 use async_trait::async_trait;
-use quarry_domain::{Content, Digest, ResourceVersion, ServerName, Timestamp, VersionSelector};
+use quarry_domain::{
+    Content, Digest, ResourceVersion, ServerName, Timestamp, VersionNumber, VersionSelector,
+};
 
 use crate::ResourceKey;
 
-/// The store failed; callers see E012, the detail goes to the log.
+/// Why a store call failed. Every store port says which of these each method returns; callers
+/// see E012 for all but what a port's contract gives a meaning (the detail goes to the log,
+/// never to the caller).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("version store: {0}")]
-pub struct StoreError(pub String);
+pub enum StoreError {
+    /// The thing named does not exist (where a method's contract says absence is an error).
+    #[error("store: not found: {0}")]
+    NotFound(String),
+    /// The write conflicts with what is stored (a unique name or id taken).
+    #[error("store: conflict: {0}")]
+    Conflict(String),
+    /// The backend cannot be reached or refused the operation (I/O, locks, a full disk). May
+    /// succeed when tried again.
+    #[error("store: unavailable: {0}")]
+    Unavailable(String),
+    /// What is stored cannot be read back as what was written (a damaged row, a bad migration).
+    #[error("store: corrupt data: {0}")]
+    Corrupt(String),
+}
 
 /// What recording a fetched content did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +42,7 @@ pub struct VersionSummary {
     /// The resource's upstream URI.
     pub upstream_uri: String,
     /// The version seen most recently.
-    pub latest: String,
+    pub latest: VersionNumber,
     /// When its first version was seen.
     pub first_seen: Timestamp,
 }
@@ -35,7 +52,13 @@ pub struct VersionSummary {
 /// Contract: version numbers of a resource start at 1 and only grow; a digest maps to exactly one
 /// version of a resource (content that returns to an earlier digest is that earlier version
 /// again, which becomes the latest); the content of the newest versions is kept within the
-/// retention limits, older versions keep their metadata only.
+/// retention limits, older versions keep their metadata only; the latest content is always kept.
+/// Unknown resources and versions are not errors (`None`, or empty).
+///
+/// # Errors
+/// Every method: [`StoreError::Unavailable`] when the backend cannot be reached,
+/// [`StoreError::Corrupt`] when a stored row cannot be read back. Concurrent `record`s of one
+/// resource never both take number n.
 #[cfg_attr(feature = "mocks", mockall::automock)]
 #[async_trait]
 pub trait VersionStore: Send + Sync + std::fmt::Debug {

@@ -80,6 +80,10 @@ pub struct FixtureArgs {
     /// Mark every read result private to the requesting user (`cacheScope: "private"`).
     #[arg(long)]
     pub private: bool,
+    /// Append the URI of every read request to this file as it arrives, one per line, so a
+    /// test can wait until a request is in flight instead of sleeping.
+    #[arg(long, value_name = "FILE")]
+    pub announce_reads: Option<std::path::PathBuf>,
 }
 
 impl Default for FixtureArgs {
@@ -95,6 +99,7 @@ impl Default for FixtureArgs {
             tick_ms: None,
             ttl_ms: None,
             private: false,
+            announce_reads: None,
         }
     }
 }
@@ -108,6 +113,10 @@ pub struct FixtureServer {
     args: Arc<FixtureArgs>,
     counter: Arc<AtomicU64>,
     grown: Arc<AtomicU64>,
+    /// `resources/read` requests received, whatever they asked for.
+    reads: Arc<AtomicU64>,
+    /// Listings started: `resources/list` requests without a cursor.
+    lists: Arc<AtomicU64>,
     peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
     subscribers: Arc<Mutex<Vec<Subscription>>>,
 }
@@ -172,6 +181,8 @@ impl FixtureServer {
             args: Arc::new(args),
             counter: Arc::new(AtomicU64::new(0)),
             grown: Arc::new(AtomicU64::new(0)),
+            reads: Arc::new(AtomicU64::new(0)),
+            lists: Arc::new(AtomicU64::new(0)),
             peers: Arc::new(Mutex::new(Vec::new())),
             subscribers: Arc::new(Mutex::new(Vec::new())),
         };
@@ -187,6 +198,16 @@ impl FixtureServer {
             });
         }
         server
+    }
+
+    /// `resources/read` requests received so far, by every session.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    /// Listings started so far (`resources/list` without a cursor), by every session.
+    pub fn lists(&self) -> u64 {
+        self.lists.load(Ordering::SeqCst)
     }
 
     /// Changes `fixture://counter` and tells its subscribers; returns the new count.
@@ -334,6 +355,9 @@ impl ServerHandler for FixtureServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        if request.as_ref().is_none_or(|r| r.cursor.is_none()) {
+            self.lists.fetch_add(1, Ordering::SeqCst);
+        }
         if self.args.no_resources {
             return Err(ErrorData::new(
                 rmcp::model::ErrorCode::METHOD_NOT_FOUND,
@@ -375,6 +399,22 @@ impl ServerHandler for FixtureServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        if let Some(path) = &self.args.announce_reads {
+            use std::io::Write as _;
+            let line = format!("{}\n", request.uri);
+            let written = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(line.as_bytes()));
+            if let Err(e) = written {
+                return Err(ErrorData::internal_error(
+                    format!("cannot announce the read in {}: {e}", path.display()),
+                    None,
+                ));
+            }
+        }
         if request.uri == "fixture://slow" && self.args.slow_ms > 0 {
             tokio::time::sleep(Duration::from_millis(self.args.slow_ms)).await;
         }

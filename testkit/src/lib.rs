@@ -1,9 +1,13 @@
-//! Test support for Quarry: a configurable fixture MCP server (stdio and streamable HTTP) and the
-//! locations of the real peer servers the test command installs.
+//! Test support for Quarry: a configurable fixture MCP server (stdio and streamable HTTP), the
+//! locations of the real peer servers the test command installs, fakes of every driven port, the
+//! port contract suites every adapter and fake must pass, and `/proc` readers.
 //!
-//! Architecture invariant: nothing here is used by the gateway's request path. The `quarry`
-//! binary embeds the fixture server only for `quarry demo`.
+//! Architecture invariant: nothing here is used by the gateway's request path, and this crate
+//! depends on no adapter and not on the app. The `quarry` binary embeds the fixture server only
+//! for `quarry demo`, behind its `demo` feature.
 
+pub mod contract;
+pub mod fakes;
 pub mod fixture;
 pub mod peers;
 pub mod procs;

@@ -1,4 +1,8 @@
 //! Looking at processes through /proc, for tests about child processes (Linux).
+//!
+//! A reader that cannot read what it was asked about panics: a test that finds "no children" or
+//! "no variables" because /proc was unreadable would pass while checking nothing. Only a process
+//! that exits during a scan is skipped (it is no longer there to find).
 
 /// Pids of processes whose command line contains `needle`, each with whether it is a zombie.
 pub fn with_cmdline(needle: &str) -> Vec<(u32, bool)> {
@@ -17,8 +21,26 @@ pub fn children_of(parent: u32) -> Vec<(u32, bool)> {
 }
 
 /// Open file descriptors of `pid`.
+///
+/// # Panics
+/// When `/proc/{pid}/fd` cannot be read.
 pub fn open_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/fd: {e}"))
+        .count()
+}
+
+/// The names of the environment variables `pid` started with.
+///
+/// # Panics
+/// When `/proc/{pid}/environ` cannot be read.
+pub fn environment_names(pid: u32) -> Vec<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/environ: {e}"));
+    String::from_utf8_lossy(&environ)
+        .split('\0')
+        .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.to_owned()))
+        .collect()
 }
 
 struct Proc {
@@ -30,8 +52,7 @@ struct Proc {
 
 fn all() -> impl Iterator<Item = Proc> {
     std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
+        .unwrap_or_else(|e| panic!("cannot read /proc: {e}"))
         .flatten()
         .filter_map(|entry| {
             let pid = entry.file_name().to_string_lossy().parse::<u32>().ok()?;
@@ -40,9 +61,10 @@ fn all() -> impl Iterator<Item = Proc> {
             let mut fields = rest.split_whitespace();
             let zombie = fields.next()? == "Z";
             let ppid = fields.next()?.parse().ok()?;
+            // Gone since the listing: skipped like the stat above.
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
                 .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-                .unwrap_or_default();
+                .ok()?;
             Some(Proc {
                 pid,
                 ppid,

@@ -18,7 +18,8 @@ tasks:
           rules, the peer servers, then every test
   bench   run the benchmarks (release build) and print BENCHMARKS.md's tables
   peers   install the real MCP servers and the Python SDK the tests use (into target/peers)
-  tidy    check the architecture's dependency rules against cargo metadata";
+  tidy    check the architecture's rules: dependencies (cargo metadata, cargo tree) and sources
+          (module docs, no #[ignore], adapters named only in compose.rs, file sizes)";
 
 fn main() {
     let task = std::env::args().nth(1);
@@ -27,7 +28,7 @@ fn main() {
         Some("bench") => bench::bench(),
         Some("peers") => peers().map(|_| ()),
         Some("tidy") => {
-            tidy::check(&workspace_root()).map(|()| println!("tidy: dependency rules hold"))
+            tidy::check(&workspace_root()).map(|()| println!("tidy: architecture rules hold"))
         }
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
@@ -138,7 +139,7 @@ fn ci() -> Result<()> {
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
     run("format check", fmt)?;
-    run("dependency rules", {
+    run("architecture rules", {
         let mut c = cargo();
         c.args(["run", "--quiet", "-p", "xtask", "--", "tidy"]);
         c

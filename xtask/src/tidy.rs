@@ -1,12 +1,28 @@
-//! The architecture's dependency rules, checked against `cargo metadata` rather than hoped for.
+//! The architecture's rules, checked against `cargo metadata`, `cargo tree` and the sources
+//! rather than hoped for. Each rule is a pure function over what those report, with a negative
+//! test that feeds it a workspace breaking the rule.
 //!
-//! - `quarry-domain` depends on no other workspace crate and on no technology crate.
+//! Dependency rules (normal and build dependencies; dev-dependencies are test tooling):
+//! - `quarry-domain` depends on no workspace crate and on no technology crate.
 //! - `quarry-ports` depends on `quarry-domain` only, among workspace crates, and on no technology.
-//! - An adapter never depends on a sibling adapter, nor on the app.
-//! - Only `adapters/mcp-*` and `quarry-testkit` depend on rmcp.
-//! - Only `quarry` (the app) depends on more than one adapter.
+//! - `quarry-usecases` depends on `quarry-domain` and `quarry-ports` only, among workspace crates.
+//! - An adapter never depends on a sibling adapter, on the use cases or on the app.
+//! - `quarry-testkit` depends on no adapter, not on the use cases and not on the app.
+//! - Only the app depends on more than one adapter.
+//! - Each technology crate lives where [`PLACES`] says, by manifest path.
+//!
+//! Tree rules: the domain does not reach tokio, even transitively; `quarry` built without
+//! default features links no testkit.
+//!
+//! Source rules: every module opens with a `//!` doc; no test is `#[ignore]`d; no adapter crate
+//! is named in `app/src` outside `compose.rs`; no source file of `app/src` or
+//! `app/usecases/src` is over [`MAX_APP_LINES`] lines.
 
-use std::{collections::BTreeMap, path::Path, process::Command};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -25,174 +41,289 @@ const TECHNOLOGY: &[&str] = &[
     "rustls",
 ];
 
-/// Direct normal (non-dev) dependencies of each workspace member, by package name.
-pub(crate) fn workspace_graph(root: &Path) -> Result<BTreeMap<String, (String, Vec<String>)>> {
-    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["metadata", "--format-version", "1", "--no-deps"])
-        .current_dir(root)
-        .output()
-        .context("cargo metadata")?;
-    if !output.status.success() {
-        bail!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+/// Where each technology crate may be a dependency: manifest directories (relative to the
+/// workspace root) or prefixes of them ending in `*`.
+const PLACES: &[(&str, &[&str])] = &[
+    ("sqlx", &["adapters/store-*"]),
+    ("rmcp", &["adapters/mcp-*", "testkit"]),
+    ("ring", &["adapters/crypto-ring"]),
+    ("scryer-prolog", &["adapters/policy-prolog"]),
+    ("redis", &["adapters/cache-redis"]),
+    ("lru", &["adapters/cache-lru"]),
+    (
+        "axum",
+        &["adapters/mcp-server", "adapters/operator-http", "testkit"],
+    ),
+];
+
+/// The longest a source file of the app or the use cases may grow.
+const MAX_APP_LINES: usize = 400;
+
+/// One workspace member as `cargo metadata` describes it.
+#[derive(Debug, Clone)]
+pub(crate) struct Member {
+    /// The package name.
+    pub(crate) name: String,
+    /// The manifest's directory, relative to the workspace root (`adapters/cache-lru`).
+    pub(crate) dir: String,
+    /// Normal and build dependencies, by package name.
+    pub(crate) deps: Vec<String>,
+}
+
+impl Member {
+    fn is_adapter(&self) -> bool {
+        self.dir.starts_with("adapters/")
     }
-    let meta: Value = serde_json::from_slice(&output.stdout)?;
-    let mut graph = BTreeMap::new();
+}
+
+fn place_matches(pattern: &str, dir: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => dir.starts_with(prefix),
+        None => dir == pattern,
+    }
+}
+
+fn cargo(root: &Path) -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root);
+    cmd
+}
+
+fn output(mut cmd: Command, what: &str) -> Result<String> {
+    let out = cmd.output().with_context(|| what.to_owned())?;
+    if !out.status.success() {
+        bail!("{what} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Every workspace member with its normal and build dependencies.
+pub(crate) fn members(root: &Path) -> Result<Vec<Member>> {
+    let mut cmd = cargo(root);
+    cmd.args(["metadata", "--format-version", "1", "--no-deps"]);
+    let meta: Value = serde_json::from_str(&output(cmd, "cargo metadata")?)?;
+    let root_dir = meta["workspace_root"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mut all = Vec::new();
     for pkg in meta["packages"].as_array().into_iter().flatten() {
-        let name = pkg["name"].as_str().unwrap_or_default().to_owned();
-        let manifest = pkg["manifest_path"].as_str().unwrap_or_default().to_owned();
+        let manifest = pkg["manifest_path"].as_str().unwrap_or_default();
+        let dir = Path::new(manifest)
+            .parent()
+            .and_then(|d| d.strip_prefix(&root_dir).ok())
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let deps = pkg["dependencies"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|d| d["kind"].is_null())
+            .filter(|d| d["kind"].is_null() || d["kind"] == "build")
             .filter_map(|d| d["name"].as_str().map(str::to_owned))
             .collect();
-        graph.insert(name, (manifest, deps));
+        all.push(Member {
+            name: pkg["name"].as_str().unwrap_or_default().to_owned(),
+            dir,
+            deps,
+        });
     }
-    Ok(graph)
+    Ok(all)
 }
 
-/// Every rule broken by `graph`, as sentences.
-pub(crate) fn violations(graph: &BTreeMap<String, (String, Vec<String>)>) -> Vec<String> {
-    let is_adapter = |manifest: &str| manifest.contains("/adapters/");
-    let adapters: Vec<&String> = graph
-        .iter()
-        .filter(|(_, (m, _))| is_adapter(m))
-        .map(|(n, _)| n)
-        .collect();
+/// Every dependency rule broken by `members`, as sentences.
+pub(crate) fn dependency_violations(members: &[Member]) -> Vec<String> {
+    let by_name: BTreeMap<&str, &Member> = members.iter().map(|m| (m.name.as_str(), m)).collect();
+    let is_adapter = |name: &str| by_name.get(name).is_some_and(|m| m.is_adapter());
     let mut broken = Vec::new();
-    for (name, (manifest, deps)) in graph {
-        let workspace_deps: Vec<&String> = deps.iter().filter(|d| graph.contains_key(*d)).collect();
-        match name.as_str() {
-            "quarry-domain" | "quarry-ports" => {
-                let allowed: &[&str] = if name == "quarry-domain" {
-                    &[]
-                } else {
-                    &["quarry-domain"]
-                };
-                for d in &workspace_deps {
-                    if !allowed.contains(&d.as_str()) {
-                        broken.push(format!("{name} must not depend on {d}"));
-                    }
-                }
-                for d in deps {
-                    if TECHNOLOGY.contains(&d.as_str()) {
-                        broken.push(format!(
-                            "{name} must not depend on the technology crate {d}"
-                        ));
-                    }
-                }
+    for m in members {
+        let name = m.name.as_str();
+        let own: Vec<&str> = m
+            .deps
+            .iter()
+            .map(String::as_str)
+            .filter(|d| by_name.contains_key(d))
+            .collect();
+        let allowed: Option<&[&str]> = match name {
+            "quarry-domain" => Some(&[]),
+            "quarry-ports" => Some(&["quarry-domain"]),
+            "quarry-usecases" => Some(&["quarry-domain", "quarry-ports"]),
+            _ => None,
+        };
+        if let Some(allowed) = allowed {
+            for d in own.iter().filter(|d| !allowed.contains(d)) {
+                broken.push(format!("{name} must not depend on {d}"));
             }
-            _ if is_adapter(manifest) => {
-                for d in &workspace_deps {
-                    if adapters.contains(d) || d.as_str() == "quarry" {
-                        broken.push(format!("adapter {name} must not depend on {d}"));
-                    }
-                }
-            }
-            _ => {}
         }
-        let rmcp_allowed = name.starts_with("quarry-mcp-") || name == "quarry-testkit";
-        if deps.iter().any(|d| d == "rmcp") && !rmcp_allowed {
+        if matches!(name, "quarry-domain" | "quarry-ports") {
+            for d in m.deps.iter().filter(|d| TECHNOLOGY.contains(&d.as_str())) {
+                broken.push(format!(
+                    "{name} must not depend on the technology crate {d}"
+                ));
+            }
+        }
+        if m.is_adapter() {
+            for d in &own {
+                if is_adapter(d) || *d == "quarry" || *d == "quarry-usecases" {
+                    broken.push(format!("adapter {name} must not depend on {d}"));
+                }
+            }
+        }
+        if name == "quarry-testkit" {
+            for d in &own {
+                if is_adapter(d) || *d == "quarry" || *d == "quarry-usecases" {
+                    broken.push(format!("quarry-testkit must not depend on {d}"));
+                }
+            }
+        }
+        let adapters = own.iter().filter(|d| is_adapter(d)).count();
+        if adapters > 1 && name != "quarry" {
             broken.push(format!(
-                "{name} must not depend on rmcp (only adapters/mcp-* and testkit may)"
+                "{name} depends on {adapters} adapters; only the app chooses implementations"
             ));
         }
-        let adapter_deps = workspace_deps
-            .iter()
-            .filter(|d| adapters.contains(d))
-            .count();
-        if adapter_deps > 1 && name != "quarry" {
+        for (tech, places) in PLACES {
+            if m.deps.iter().any(|d| d == tech) && !places.iter().any(|p| place_matches(p, &m.dir))
+            {
+                broken.push(format!(
+                    "{name} ({}) must not depend on {tech} (only {} may)",
+                    m.dir,
+                    places.join(", ")
+                ));
+            }
+        }
+    }
+    broken
+}
+
+/// The package names in `cargo tree --prefix none` output.
+fn tree_packages(tree: &str) -> Vec<&str> {
+    tree.lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect()
+}
+
+/// The tree rules broken, given the normal-dependency trees of the domain and of `quarry`
+/// without default features.
+pub(crate) fn tree_violations(domain_tree: &str, lean_app_tree: &str) -> Vec<String> {
+    let mut broken = Vec::new();
+    if tree_packages(domain_tree).contains(&"tokio") {
+        broken.push("quarry-domain reaches tokio (through its dependencies)".to_owned());
+    }
+    if tree_packages(lean_app_tree).contains(&"quarry-testkit") {
+        broken.push(
+            "quarry built with --no-default-features links quarry-testkit (keep it behind the demo feature)"
+                .to_owned(),
+        );
+    }
+    broken
+}
+
+/// A source file: its path relative to the workspace root, and its text.
+pub(crate) type Source = (String, String);
+
+/// The source rules broken by `files`.
+pub(crate) fn source_violations(files: &[Source], adapters: &[String]) -> Vec<String> {
+    let mut broken = Vec::new();
+    for (path, text) in files {
+        let first = text.lines().map(str::trim).find(|l| !l.is_empty());
+        if !first.is_some_and(|l| l.starts_with("//!")) {
+            broken.push(format!("{path} does not open with a //! module doc"));
+        }
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("#[ignore") {
+                broken.push(format!("{path}:{}: no test may be #[ignore]d", n + 1));
+            }
+        }
+        let in_app = path.starts_with("app/src/");
+        if in_app && path != "app/src/compose.rs" {
+            for adapter in adapters {
+                let ident = adapter.replace('-', "_");
+                if text.contains(&ident) {
+                    broken.push(format!(
+                        "{path} names the adapter {adapter}; only app/src/compose.rs may"
+                    ));
+                }
+            }
+        }
+        let lines = text.lines().count();
+        if (in_app || path.starts_with("app/usecases/src/")) && lines > MAX_APP_LINES {
             broken.push(format!(
-                "{name} depends on {adapter_deps} adapters; only the app chooses implementations"
+                "{path} has {lines} lines; split it (at most {MAX_APP_LINES} in the app and the use cases)"
             ));
         }
     }
     broken
 }
 
+/// Every `.rs` file under the members' directories (not `target`), relative to `root`.
+fn sources(root: &Path, members: &[Member]) -> Result<Vec<Source>> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if path.is_dir() {
+                if !matches!(name, "target" | "node_modules" | "snapshots") {
+                    walk(&path, out)?;
+                }
+            } else if name.ends_with(".rs") {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    for m in members {
+        let mut found = Vec::new();
+        for sub in ["src", "tests", "benches"] {
+            let dir = root.join(&m.dir).join(sub);
+            if dir.is_dir() {
+                walk(&dir, &mut found).with_context(|| dir.display().to_string())?;
+            }
+        }
+        for path in found {
+            let text =
+                std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            files.push((rel.to_string_lossy().into_owned(), text));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn tree(root: &Path, package: &str, extra: &[&str]) -> Result<String> {
+    let mut cmd = cargo(root);
+    cmd.args(["tree", "-p", package, "-e", "normal", "--prefix", "none"])
+        .args(extra);
+    output(cmd, &format!("cargo tree -p {package}"))
+}
+
+/// Every rule broken by the workspace at `root`.
+pub(crate) fn all_violations(root: &Path) -> Result<Vec<String>> {
+    let members = members(root)?;
+    let adapters: Vec<String> = members
+        .iter()
+        .filter(|m| m.is_adapter())
+        .map(|m| m.name.clone())
+        .collect();
+    let mut broken = dependency_violations(&members);
+    broken.extend(tree_violations(
+        &tree(root, "quarry-domain", &[])?,
+        &tree(root, "quarry", &["--no-default-features"])?,
+    ));
+    broken.extend(source_violations(&sources(root, &members)?, &adapters));
+    Ok(broken)
+}
+
 /// Fails when the workspace breaks a rule.
 pub(crate) fn check(root: &Path) -> Result<()> {
-    let broken = violations(&workspace_graph(root)?);
+    let broken = all_violations(root)?;
     if broken.is_empty() {
         Ok(())
     } else {
-        bail!("dependency rules broken:\n  {}", broken.join("\n  "))
+        bail!("architecture rules broken:\n  {}", broken.join("\n  "))
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn graph(entries: &[(&str, &str, &[&str])]) -> BTreeMap<String, (String, Vec<String>)> {
-        entries
-            .iter()
-            .map(|(n, m, d)| {
-                (
-                    (*n).to_owned(),
-                    ((*m).to_owned(), d.iter().map(|s| (*s).to_owned()).collect()),
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn the_workspace_keeps_its_dependency_rules() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let g = workspace_graph(root).unwrap();
-        assert!(
-            g.contains_key("quarry-domain") && g.contains_key("quarry-mcp-client"),
-            "{g:?}"
-        );
-        assert_eq!(violations(&g), Vec::<String>::new());
-    }
-
-    #[test]
-    fn each_forbidden_edge_is_reported() {
-        let g = graph(&[
-            (
-                "quarry-domain",
-                "/w/domain/Cargo.toml",
-                &["tokio", "quarry-ports"],
-            ),
-            (
-                "quarry-ports",
-                "/w/ports/Cargo.toml",
-                &["quarry-domain", "quarry-cache-lru"],
-            ),
-            (
-                "quarry-cache-lru",
-                "/w/adapters/cache-lru/Cargo.toml",
-                &["quarry-mcp-client", "rmcp"],
-            ),
-            (
-                "quarry-mcp-client",
-                "/w/adapters/mcp-client/Cargo.toml",
-                &["rmcp"],
-            ),
-            (
-                "quarry",
-                "/w/app/Cargo.toml",
-                &["quarry-cache-lru", "quarry-mcp-client"],
-            ),
-        ]);
-        let broken = violations(&g);
-        for want in [
-            "quarry-domain must not depend on quarry-ports",
-            "quarry-domain must not depend on the technology crate tokio",
-            "quarry-ports must not depend on quarry-cache-lru",
-            "adapter quarry-cache-lru must not depend on quarry-mcp-client",
-            "quarry-cache-lru must not depend on rmcp (only adapters/mcp-* and testkit may)",
-        ] {
-            assert!(
-                broken.iter().any(|b| b == want),
-                "missing {want:?} in {broken:?}"
-            );
-        }
-        assert_eq!(broken.len(), 5, "{broken:?}");
-    }
-}
+mod tests;

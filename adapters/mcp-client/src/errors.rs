@@ -11,14 +11,19 @@ pub(crate) fn from_service(error: ServiceError, reading: bool) -> UpstreamError 
             let message = sanitize_label(&data.message);
             match data.code {
                 ErrorCode::METHOD_NOT_FOUND => UpstreamError::MethodNotFound,
-                ErrorCode(crate::guard::TOO_LARGE_CODE) => UpstreamError::TooLarge {
-                    size: first_number(&data.message).unwrap_or(0),
-                    limit: data
-                        .message
-                        .rsplit_once("limit is ")
-                        .and_then(|(_, n)| n.trim().parse().ok())
-                        .unwrap_or(0),
-                },
+                ErrorCode(crate::guard::TOO_LARGE_CODE) => {
+                    let field = |name: &str| {
+                        data.data
+                            .as_ref()
+                            .and_then(|d| d.get(name))
+                            .and_then(serde_json::Value::as_u64)
+                            .unwrap_or(0)
+                    };
+                    UpstreamError::TooLarge {
+                        size: field(crate::guard::SIZE_FIELD),
+                        limit: field(crate::guard::LIMIT_FIELD),
+                    }
+                }
                 ErrorCode::RESOURCE_NOT_FOUND => UpstreamError::NotFound(message),
                 // Since 2026-07-28 (SEP-2164) a missing resource is -32602; older servers use it
                 // for unknown URIs as well.
@@ -37,11 +42,4 @@ pub(crate) fn from_service(error: ServiceError, reading: bool) -> UpstreamError 
         }
         other => UpstreamError::Protocol(sanitize_label(&other.to_string())),
     }
-}
-
-/// The first whole number in `text`.
-fn first_number(text: &str) -> Option<u64> {
-    text.split(|c: char| !c.is_ascii_digit())
-        .find(|s| !s.is_empty())
-        .and_then(|s| s.parse().ok())
 }

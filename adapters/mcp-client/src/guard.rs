@@ -18,6 +18,10 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 /// The JSON-RPC error code of the synthetic "too large" answer.
 pub(crate) const TOO_LARGE_CODE: i32 = -32_050;
+/// The field of that answer's `data` that carries the message's size in bytes (at least).
+pub(crate) const SIZE_FIELD: &str = "size";
+/// The field of that answer's `data` that carries the limit in bytes.
+pub(crate) const LIMIT_FIELD: &str = "limit";
 
 const EDGE: usize = 256;
 
@@ -92,8 +96,9 @@ impl<R> LineGuard<R> {
             let tail: Vec<u8> = self.tail.iter().copied().collect();
             match response_id(&self.head, &tail) {
                 Some(id) => {
+                    // The sizes travel as values in `data`; the message is for people.
                     let answer = format!(
-                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":{TOO_LARGE_CODE},\"message\":\"the response is {} bytes; the limit is {}\"}}}}\n",
+                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":{TOO_LARGE_CODE},\"message\":\"the response is over the size limit\",\"data\":{{\"{SIZE_FIELD}\":{},\"{LIMIT_FIELD}\":{}}}}}}}\n",
                         self.line_len, self.limit
                     );
                     self.out.extend(answer.as_bytes());

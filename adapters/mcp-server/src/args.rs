@@ -2,10 +2,10 @@
 //! URIs are E001 with a message saying which argument and why. Never a panic.
 
 use quarry_domain::{
-    ByteRange, Error, ListQuery, PageLimit, Principal, ResourceType, ResourceUri, ServerDraft,
-    ServerName, ServerSelector,
+    ByteRange, Error, IdempotencyKey, ListQuery, PageLimit, Principal, ResourceType, ResourceUri,
+    ServerDraft, ServerName, ServerSelector, ServerSettings, VersionSelector,
 };
-use quarry_ports::{ReadRequest, RegisteredServer};
+use quarry_ports::ReadRequest;
 use rmcp::model::JsonObject;
 use serde::Deserialize;
 
@@ -77,27 +77,26 @@ struct RemoveServerArgs {
     idempotency_key: Option<String>,
 }
 
-fn idempotency(key: Option<String>) -> Result<Option<String>, Error> {
-    match key {
-        Some(k) if k.is_empty() || k.chars().count() > 128 => Err(Error::invalid(
-            "idempotency_key must be 1 to 128 characters",
-        )),
-        other => Ok(other),
-    }
+fn idempotency(key: Option<String>) -> Result<Option<IdempotencyKey>, Error> {
+    key.as_deref().map(IdempotencyKey::parse).transpose()
 }
 
 /// A parsed `purge_mcp_cache` call: the server, the resource, the idempotency key.
-pub(crate) type PurgeCall = (Option<ServerName>, Option<ResourceUri>, Option<String>);
+pub(crate) type PurgeCall = (
+    Option<ServerName>,
+    Option<ResourceUri>,
+    Option<IdempotencyKey>,
+);
 
 /// A parsed `add_mcp_server` call.
 pub(crate) fn add_server(
     args: Option<JsonObject>,
-) -> Result<(RegisteredServer, Option<String>), Error> {
+) -> Result<(ServerSettings, Option<IdempotencyKey>), Error> {
     let a: AddServerArgs = decode("add_mcp_server", args)?;
     if a.args.len() > 64 || a.env.len() > 64 {
         return Err(Error::invalid("args and env take at most 64 entries each"));
     }
-    let spec = ServerDraft {
+    let server = ServerDraft {
         name: a.name,
         id: None,
         endpoint: a.endpoint,
@@ -107,42 +106,18 @@ pub(crate) fn add_server(
         cwd: a.cwd,
         timeout_secs: a.timeout,
         max_pages: None,
+        retry_attempts: a.retry_attempts,
+        retry_delay_secs: a.retry_delay,
+        pool_size: a.pool_size,
     }
-    .into_spec("")?;
-    let retry_attempts = match a.retry_attempts {
-        Some(n) if n > 10 => return Err(Error::invalid("retry_attempts must be at most 10")),
-        Some(n) => n,
-        None => 3,
-    };
-    let retry_delay = match a.retry_delay {
-        Some(d) if !(d.is_finite() && d > 0.0 && d <= 30.0) => {
-            return Err(Error::invalid(
-                "retry_delay must be more than 0 and at most 30 seconds",
-            ));
-        }
-        Some(d) => std::time::Duration::from_secs_f64(d),
-        None => std::time::Duration::from_secs(1),
-    };
-    let pool_size = match a.pool_size {
-        Some(n) if !(1..=100).contains(&n) => {
-            return Err(Error::invalid("pool_size must be between 1 and 100"));
-        }
-        Some(n) => n,
-        None => 10,
-    };
-    let server = RegisteredServer {
-        spec,
-        retry_attempts,
-        retry_delay,
-        pool_size,
-    };
+    .into_settings(&|field: &str| field.to_owned())?;
     Ok((server, idempotency(a.idempotency_key)?))
 }
 
 /// A parsed `remove_mcp_server` call.
 pub(crate) fn remove_server(
     args: Option<JsonObject>,
-) -> Result<(ServerName, Option<String>), Error> {
+) -> Result<(ServerName, Option<IdempotencyKey>), Error> {
     let a: RemoveServerArgs = decode("remove_mcp_server", args)?;
     let name =
         ServerName::parse(&a.name).map_err(|e| Error::invalid(format!("name: {}", e.message())))?;
@@ -216,7 +191,11 @@ pub(crate) fn read(
         uri: ResourceUri::parse(&a.resource_uri)?,
         range: ByteRange::new(a.offset.unwrap_or(0), a.limit)?,
         use_cache: a.use_cache.unwrap_or(true),
-        version: a.version,
+        version: a
+            .version
+            .as_deref()
+            .map(VersionSelector::parse)
+            .transpose()?,
         validate_checksum: a.validate_checksum.unwrap_or(true),
         inline_limit: Some(inline_limit),
         principal,

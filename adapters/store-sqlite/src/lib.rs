@@ -1,9 +1,12 @@
 //! The embedded store: one SQLite file, through sqlx, holding the version history of every
-//! resource Quarry has read, the servers registered at runtime, and idempotency records.
+//! resource Quarry has read, the servers registered at runtime, and idempotency records and
+//! reservations (shared by every process that opens the file).
 //!
 //! Architecture invariant: SQL stays here. sqlx errors become [`StoreError`] at this seam; the
 //! schema lives in `migrations/` and is applied on open.
 
+mod errors;
+mod idempotency;
 mod registry;
 
 use std::{path::Path, str::FromStr, time::Duration};
@@ -11,8 +14,8 @@ use std::{path::Path, str::FromStr, time::Duration};
 use async_trait::async_trait;
 use chrono::{TimeZone, Utc};
 use quarry_domain::{
-    Body, Content, Digest, ResourceVersion, Retention, ServerName, Timestamp, VersionSelector,
-    version_name,
+    Body, Content, Digest, ResourceVersion, Retention, ServerName, Timestamp, VersionNumber,
+    VersionSelector,
 };
 use quarry_ports::{Recorded, ResourceKey, StoreError, VersionStore, VersionSummary};
 use sqlx::{
@@ -29,8 +32,13 @@ pub struct SqliteStore {
     retention: Retention,
 }
 
-pub(crate) fn failed(e: impl std::fmt::Display) -> StoreError {
-    StoreError(e.to_string())
+pub(crate) use errors::{corrupt, failed};
+
+fn number_of(n: i64) -> Result<VersionNumber, StoreError> {
+    u32::try_from(n)
+        .ok()
+        .and_then(|n| VersionNumber::new(n).ok())
+        .ok_or_else(|| corrupt(format!("a stored version number is {n}")))
 }
 
 pub(crate) fn micros(t: Timestamp) -> i64 {
@@ -48,8 +56,9 @@ impl SqliteStore {
     /// When the file cannot be created or opened, or a migration fails.
     pub async fn open(path: &Path, retention: Retention) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| failed(format!("cannot create {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::Unavailable(format!("cannot create {}: {e}", dir.display()))
+            })?;
         }
         let options = SqliteConnectOptions::new()
             .filename(path)
@@ -61,7 +70,7 @@ impl SqliteStore {
             .max_connections(4)
             .connect_with(options)
             .await
-            .map_err(|e| failed(format!("cannot open {}: {e}", path.display())))?;
+            .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
         Self::migrate(pool, retention).await
     }
 
@@ -84,7 +93,7 @@ impl SqliteStore {
         sqlx::migrate!("./migrations")
             .run(&pool)
             .await
-            .map_err(|e| failed(format!("migrating the store: {e}")))?;
+            .map_err(|e| corrupt(format!("migrating the store: {e}")))?;
         Ok(Self { pool, retention })
     }
 
@@ -98,14 +107,14 @@ fn version_of(row: &sqlx::sqlite::SqliteRow) -> Result<(ResourceVersion, Digest)
     let digest_bytes: Vec<u8> = row.try_get("digest").map_err(failed)?;
     let digest: [u8; 32] = digest_bytes
         .try_into()
-        .map_err(|_| failed("a stored digest is not 32 bytes"))?;
+        .map_err(|_| corrupt("a stored digest is not 32 bytes"))?;
     let digest = Digest::new(digest);
     let number: i64 = row.try_get("number").map_err(failed)?;
     let size: i64 = row.try_get("size").map_err(failed)?;
     let created: i64 = row.try_get("created_at").map_err(failed)?;
     Ok((
         ResourceVersion {
-            version: version_name(u32::try_from(number).map_err(failed)?),
+            version: number_of(number)?,
             etag: digest.etag(),
             created_at: from_micros(created),
             size: u64::try_from(size).map_err(failed)?,
@@ -121,7 +130,7 @@ fn content_of(row: &sqlx::sqlite::SqliteRow) -> Result<Option<Content>, StoreErr
     let mime_type: Option<String> = row.try_get("mime_type").map_err(failed)?;
     let is_text: bool = row.try_get("is_text").map_err(failed)?;
     let body = if is_text {
-        Body::Text(String::from_utf8(bytes).map_err(|_| failed("stored text is not UTF-8"))?)
+        Body::Text(String::from_utf8(bytes).map_err(|_| corrupt("stored text is not UTF-8"))?)
     } else {
         Body::Blob(bytes)
     };
@@ -198,7 +207,7 @@ impl SqliteStore {
             .await
             .map_err(failed)?;
             let version = ResourceVersion {
-                version: version_name(u32::try_from(number).map_err(failed)?),
+                version: number_of(number)?,
                 etag: digest.etag(),
                 created_at: from_micros(micros(now)),
                 size: content.len(),
@@ -291,14 +300,14 @@ impl VersionStore for SqliteStore {
     ) -> Result<Option<(ResourceVersion, Option<Content>)>, StoreError> {
         // Find the version's number from the metadata alone; load only that version's content.
         let number = match selector {
-            VersionSelector::Number(n) => i64::from(*n),
+            VersionSelector::Number(n) => i64::from(n.get()),
             VersionSelector::Etag(etag) => {
                 let found = self
                     .versions_of(key)
                     .await?
                     .into_iter()
                     .find(|v| &v.etag == etag)
-                    .and_then(|v| v.version[1..].parse::<i64>().ok());
+                    .map(|v| i64::from(v.version.get()));
                 match found {
                     Some(n) => n,
                     None => return Ok(None),
@@ -340,7 +349,7 @@ impl VersionStore for SqliteStore {
                 let latest: i64 = row.try_get("latest").map_err(failed)?;
                 Ok(VersionSummary {
                     upstream_uri: row.try_get("uri").map_err(failed)?,
-                    latest: version_name(u32::try_from(latest).map_err(failed)?),
+                    latest: number_of(latest)?,
                     first_seen: from_micros(row.try_get("first_seen").map_err(failed)?),
                 })
             })

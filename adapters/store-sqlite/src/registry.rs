@@ -1,21 +1,23 @@
-//! The runtime server registry and the idempotency records, in the same SQLite file.
+//! The runtime server registry, in the same SQLite file.
 
 use std::{collections::BTreeMap, time::Duration};
 
 use async_trait::async_trait;
-use quarry_domain::{Endpoint, ServerId, ServerName, ServerSpec, Timestamp};
-use quarry_ports::{IdempotencyStore, RegisteredServer, Remembered, ServerRegistry, StoreError};
-use sqlx::Row;
+use quarry_domain::{
+    Endpoint, RetryPolicy, ServerId, ServerName, ServerSettings, ServerSpec, Timestamp,
+};
+use quarry_ports::{ServerRegistry, StoreError};
+use sqlx::{Row, SqliteConnection};
 
-use crate::{SqliteStore, failed, micros};
+use crate::{SqliteStore, corrupt, failed, micros};
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-fn server_of(row: &sqlx::sqlite::SqliteRow) -> Result<RegisteredServer, StoreError> {
+fn server_of(row: &sqlx::sqlite::SqliteRow) -> Result<ServerSettings, StoreError> {
     let text = |col: &str| -> Result<String, StoreError> { row.try_get(col).map_err(failed) };
-    let name = ServerName::parse(&text("name")?).map_err(|e| failed(e.message()))?;
+    let name = ServerName::parse(&text("name")?).map_err(|e| corrupt(e.message()))?;
     let endpoint = match text("transport")?.as_str() {
         "http" => Endpoint::Http { url: text("url")? },
         "stdio" => Endpoint::Stdio {
@@ -25,7 +27,7 @@ fn server_of(row: &sqlx::sqlite::SqliteRow) -> Result<RegisteredServer, StoreErr
             cwd: row.try_get("cwd").map_err(failed)?,
         },
         other => {
-            return Err(failed(format!(
+            return Err(corrupt(format!(
                 "unknown transport {other:?} in the registry"
             )));
         }
@@ -34,20 +36,33 @@ fn server_of(row: &sqlx::sqlite::SqliteRow) -> Result<RegisteredServer, StoreErr
         u64::try_from(row.try_get::<i64, _>(col).map_err(failed)?).map_err(failed)
     };
     let mut spec = ServerSpec::new(name, endpoint);
-    spec.id = ServerId::parse(&text("id")?).map_err(|e| failed(e.message()))?;
+    spec.id = ServerId::parse(&text("id")?).map_err(|e| corrupt(e.message()))?;
     spec.timeout = Duration::from_millis(number("timeout_ms")?);
     spec.max_pages = u32::try_from(number("max_pages")?).map_err(failed)?;
-    Ok(RegisteredServer {
+    Ok(ServerSettings {
         spec,
-        retry_attempts: u32::try_from(number("retry_attempts")?).map_err(failed)?,
-        retry_delay: Duration::from_millis(number("retry_delay_ms")?),
+        retry: RetryPolicy {
+            attempts: u32::try_from(number("retry_attempts")?).map_err(failed)?,
+            delay: Duration::from_millis(number("retry_delay_ms")?),
+        },
         pool_size: u32::try_from(number("pool_size")?).map_err(failed)?,
     })
 }
 
+/// Bumps the generation inside the change's transaction and returns the new value.
+async fn bump(conn: &mut SqliteConnection) -> Result<u64, StoreError> {
+    let n: i64 = sqlx::query_scalar(
+        "UPDATE registry_generation SET generation = generation + 1 RETURNING generation",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(failed)?;
+    u64::try_from(n).map_err(failed)
+}
+
 #[async_trait]
 impl ServerRegistry for SqliteStore {
-    async fn servers(&self) -> Result<Vec<RegisteredServer>, StoreError> {
+    async fn servers(&self) -> Result<Vec<ServerSettings>, StoreError> {
         let rows = sqlx::query("SELECT * FROM servers ORDER BY name")
             .fetch_all(&self.pool)
             .await
@@ -55,7 +70,7 @@ impl ServerRegistry for SqliteStore {
         rows.iter().map(server_of).collect()
     }
 
-    async fn save(&self, server: &RegisteredServer, now: Timestamp) -> Result<(), StoreError> {
+    async fn save(&self, server: &ServerSettings, now: Timestamp) -> Result<u64, StoreError> {
         let spec = &server.spec;
         let (transport, url, command, args, env, cwd) = match &spec.endpoint {
             Endpoint::Http { url } => (
@@ -80,7 +95,26 @@ impl ServerRegistry for SqliteStore {
                 cwd.as_deref(),
             ),
         };
-        let mut tx = self.pool.begin().await.map_err(failed)?;
+        // IMMEDIATE: a read that later writes never fails to upgrade its lock under contention.
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(failed)?;
+        // Another server with this id is a conflict; the same name is a replacement.
+        let taken: Option<String> =
+            sqlx::query_scalar("SELECT name FROM servers WHERE id = ? AND name <> ?")
+                .bind(spec.id.as_str())
+                .bind(spec.name.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(failed)?;
+        if let Some(other) = taken {
+            return Err(StoreError::Conflict(format!(
+                "server '{other}' already has the id {}",
+                spec.id
+            )));
+        }
         sqlx::query(
             "INSERT OR REPLACE INTO servers
              (name, id, transport, url, command, args, env, cwd, timeout_ms, max_pages,
@@ -97,22 +131,25 @@ impl ServerRegistry for SqliteStore {
         .bind(cwd)
         .bind(millis(spec.timeout))
         .bind(i64::from(spec.max_pages))
-        .bind(i64::from(server.retry_attempts))
-        .bind(millis(server.retry_delay))
+        .bind(i64::from(server.retry.attempts))
+        .bind(millis(server.retry.delay))
         .bind(i64::from(server.pool_size))
         .bind(micros(now))
         .execute(&mut *tx)
         .await
         .map_err(failed)?;
-        sqlx::query("UPDATE registry_generation SET generation = generation + 1")
-            .execute(&mut *tx)
-            .await
-            .map_err(failed)?;
-        tx.commit().await.map_err(failed)
+        let generation = bump(&mut tx).await?;
+        tx.commit().await.map_err(failed)?;
+        Ok(generation)
     }
 
-    async fn delete(&self, name: &ServerName) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(failed)?;
+    async fn delete(&self, name: &ServerName) -> Result<Option<u64>, StoreError> {
+        // IMMEDIATE: a read that later writes never fails to upgrade its lock under contention.
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(failed)?;
         let gone = sqlx::query("DELETE FROM servers WHERE name = ?")
             .bind(name.as_str())
             .execute(&mut *tx)
@@ -120,14 +157,13 @@ impl ServerRegistry for SqliteStore {
             .map_err(failed)?
             .rows_affected()
             > 0;
-        if gone {
-            sqlx::query("UPDATE registry_generation SET generation = generation + 1")
-                .execute(&mut *tx)
-                .await
-                .map_err(failed)?;
-        }
+        let generation = if gone {
+            Some(bump(&mut tx).await?)
+        } else {
+            None
+        };
         tx.commit().await.map_err(failed)?;
-        Ok(gone)
+        Ok(generation)
     }
 
     async fn generation(&self) -> Result<u64, StoreError> {
@@ -136,48 +172,5 @@ impl ServerRegistry for SqliteStore {
             .await
             .map_err(failed)?;
         u64::try_from(n).map_err(failed)
-    }
-}
-
-#[async_trait]
-impl IdempotencyStore for SqliteStore {
-    async fn recall(&self, scope: &str, key: &str) -> Result<Option<Remembered>, StoreError> {
-        let row = sqlx::query(
-            "SELECT payload_digest, result FROM idempotency WHERE scope = ? AND key = ?",
-        )
-        .bind(scope)
-        .bind(key)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(failed)?;
-        row.map(|r| {
-            Ok(Remembered {
-                payload_digest: r.try_get("payload_digest").map_err(failed)?,
-                result: r.try_get("result").map_err(failed)?,
-            })
-        })
-        .transpose()
-    }
-
-    async fn remember(
-        &self,
-        scope: &str,
-        key: &str,
-        entry: Remembered,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT OR IGNORE INTO idempotency (scope, key, payload_digest, result, created_at)
-             VALUES (?, ?, ?, ?, ?)",
-        )
-        .bind(scope)
-        .bind(key)
-        .bind(entry.payload_digest)
-        .bind(entry.result)
-        .bind(micros(now))
-        .execute(&self.pool)
-        .await
-        .map_err(failed)?;
-        Ok(())
     }
 }

@@ -1,3 +1,5 @@
+//! Configuration files and environment overrides: defaults, the spec-shaped file, precise errors.
+
 use std::io::Write;
 
 use super::*;
@@ -137,14 +139,4 @@ fn environment_overrides_win_and_are_checked() {
 fn a_missing_explicit_file_is_an_error_not_the_defaults() {
     let err = Settings::load(Some(Path::new("/nonexistent/quarry.toml")), &no_env).unwrap_err();
     assert!(err.message().contains("/nonexistent/quarry.toml"));
-}
-
-#[test]
-fn retry_delays_double_up_to_thirty_seconds() {
-    let p = RetryPolicy {
-        attempts: 10,
-        delay: Duration::from_secs(1),
-    };
-    let delays: Vec<u64> = (1..=7).map(|n| p.delay_before(n).as_secs()).collect();
-    assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30]);
 }

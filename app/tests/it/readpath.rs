@@ -8,12 +8,10 @@ use serde_json::{Value, json};
 
 use crate::support::{QUARRY, call, call_error, gateway, http_fixture, http_server, stdio_fixture};
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+/// SHA-256 with the crypto adapter (itself checked against the FIPS 180-4 vectors).
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    use quarry_ports::ContentHasher as _;
+    quarry_crypto_ring::RingHasher.sha256(bytes).hex()
 }
 
 // traces: REQ-071-024, REQ-071-025, REQ-071-026, REQ-071-027, SR-001.1, SR-001.3, SR-001.4, CA-2

@@ -247,3 +247,34 @@ async fn concurrent_calls_with_one_key_run_once() {
     }
     assert!(results.windows(2).all(|w| w[0] == w[1]), "{results:?}");
 }
+
+// Two gateway processes on one SQLite file, the same key sent to both at once: the mutation runs
+// once (the upstream is listed by one registration only) and both answer with its result; the
+// key with other arguments is refused (E010) by either process.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_processes_sharing_a_store_run_one_keyed_mutation_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = http_fixture("notes", 0).await;
+    let config = "[registry]\nallow_tool_registration = true\n";
+    let one = gateway(dir.path(), config).await;
+    let two = gateway(dir.path(), config).await;
+    let add = json!({"name": "notes", "endpoint": notes.url, "idempotency_key": "shared-key"});
+    let (first, second) = tokio::join!(
+        crate::support::call_raw(&one, "add_mcp_server", add.clone()),
+        crate::support::call_raw(&two, "add_mcp_server", add.clone()),
+    );
+    assert!(!first.0 && !second.0, "{first:?} {second:?}");
+    assert_eq!(first.1, second.1, "one ran, the other replayed its result");
+    assert_eq!(
+        notes.server.lists(),
+        1,
+        "the registration (which lists the new server once) ran in one process only"
+    );
+    let other = json!({"name": "notes-b", "endpoint": notes.url, "idempotency_key": "shared-key"});
+    for client in [&one, &two] {
+        let (code, message) = call_error(client, "add_mcp_server", other.clone()).await;
+        assert_eq!(code, "E010", "{message}");
+    }
+    one.cancel().await.unwrap();
+    two.cancel().await.unwrap();
+}

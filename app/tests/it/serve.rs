@@ -201,10 +201,45 @@ async fn reads_return_upstream_bytes_exactly_and_the_second_read_comes_from_cach
     client.cancel().await.unwrap();
 }
 
-// traces: IV-1, IV-2, IV-3, IV-4 — every bad input gets its code and a clear message, and the
-// gateway keeps serving.
+// traces: IV-2 — URIs outside the pattern, for unknown servers, with `..` or `%2e%2e`, NUL bytes,
+// prefix tricks between server names and 64 KiB: refused with their code, and no upstream call.
 #[tokio::test]
-async fn iv_1_to_iv_4_bad_input_gets_the_right_code_and_never_a_panic() {
+async fn iv_2_bad_uris_are_refused_without_an_upstream_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = http_fixture("notes", 5).await;
+    let client = gateway(dir.path(), &http_server("notes", &notes.url)).await;
+    let cases = [
+        ("http://notes/fixture_3A//item/1", "E001"),
+        ("mcp://notes/../fixture_3A//item/1", "E001"),
+        ("mcp://notes/a%2e%2e", "E001"),
+        ("mcp://notes/fixture_3a//item/1", "E001"),
+        ("mcp://notes/a_00b", "E001"),
+        ("mcp://notes/a_2Fb", "E001"),
+        ("mcp://note/fixture_3A//item/1", "E003"),
+        ("mcp://notesx/fixture_3A//item/1", "E003"),
+        ("mcp://Notes/fixture_3A//item/1", "E003"),
+    ];
+    let long = format!("mcp://notes/{}", "a".repeat(65536));
+    for (uri, code) in cases.iter().copied().chain([(long.as_str(), "E001")]) {
+        let (got, message) =
+            call_error(&client, "read_mcp_resource", json!({"resource_uri": uri})).await;
+        assert_eq!(got, code, "{uri}: {message}");
+    }
+    assert_eq!(notes.server.reads(), 0, "no bad URI reached the upstream");
+    call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://notes/fixture_3A//item/1"}),
+    )
+    .await;
+    assert_eq!(notes.server.reads(), 1, "and the counter does count reads");
+    client.cancel().await.unwrap();
+}
+
+// traces: IV-1, IV-3, IV-4 — every bad input gets its code and a clear message, and the gateway
+// keeps serving.
+#[tokio::test]
+async fn iv_1_iv_3_iv_4_bad_input_gets_the_right_code_and_never_a_panic() {
     let (_dir, _notes, client) = two_upstreams().await;
     let cases = [
         (

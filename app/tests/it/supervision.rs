@@ -45,6 +45,14 @@ fn marked_fixture(server: &str, marker: &str, extra: &[&str], keys: &str) -> Str
     )
 }
 
+/// `Some` once the fixture announced (with `--announce-reads`) that `fixture://slow` reached it.
+fn read_announced(file: &Path) -> Option<()> {
+    std::fs::read_to_string(file)
+        .ok()
+        .filter(|t| t.lines().any(|l| l == "fixture://slow"))
+        .map(|_| ())
+}
+
 fn unique(name: &str) -> String {
     format!(
         "{name}-{}-{}",
@@ -65,10 +73,16 @@ fn rand_ish() -> u128 {
 async fn av_2_an_upstream_killed_mid_request_fails_that_request_fast() {
     let dir = tempfile::tempdir().unwrap();
     let marker = unique("victim");
+    let announced = dir.path().join("victim-reads");
     let config = marked_fixture(
         "victim",
         &marker,
-        &["--slow-ms", "20000"],
+        &[
+            "--slow-ms",
+            "20000",
+            "--announce-reads",
+            announced.to_str().unwrap(),
+        ],
         "retry_attempts = 0\n",
     ) + &stdio_fixture("other", &[]);
     let client = std::sync::Arc::new(gateway(dir.path(), &config).await);
@@ -88,7 +102,10 @@ async fn av_2_an_upstream_killed_mid_request_fails_that_request_fast() {
         .await;
         (outcome, started.elapsed())
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    wait_for("the slow read to reach the victim", || {
+        read_announced(&announced)
+    })
+    .await;
     let killed = Instant::now();
     std::process::Command::new("kill")
         .args(["-9", &victim.to_string()])
@@ -272,7 +289,18 @@ async fn rc_6_a_protocol_violating_upstream_affects_only_its_own_requests() {
 async fn av_7_sigterm_drains_requests_in_flight_then_stops_children() {
     let dir = tempfile::tempdir().unwrap();
     let marker = unique("draining");
-    let config = marked_fixture("slowpoke", &marker, &["--slow-ms", "1500"], "");
+    let announced = dir.path().join("slowpoke-reads");
+    let config = marked_fixture(
+        "slowpoke",
+        &marker,
+        &[
+            "--slow-ms",
+            "1500",
+            "--announce-reads",
+            announced.to_str().unwrap(),
+        ],
+        "",
+    );
     let client = std::sync::Arc::new(gateway(dir.path(), &config).await);
     wait_for("the upstream process", || {
         processes_with(&marker).first().map(|p| p.0)
@@ -288,7 +316,10 @@ async fn av_7_sigterm_drains_requests_in_flight_then_stops_children() {
         )
         .await
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for("the slow read to be in flight", || {
+        read_announced(&announced)
+    })
+    .await;
     std::process::Command::new("kill")
         .args(["-TERM", &quarry.to_string()])
         .status()

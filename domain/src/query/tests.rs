@@ -1,3 +1,5 @@
+//! Listing order, filters and pagination: the laws, property-tested.
+
 use chrono::{TimeZone, Utc};
 use proptest::prelude::*;
 

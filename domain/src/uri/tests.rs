@@ -1,3 +1,5 @@
+//! The gateway URI bijection: canonical-only decoding, every encoding inside the spec's pattern.
+
 use proptest::prelude::*;
 
 use super::*;
@@ -71,12 +73,6 @@ fn huge_uris_are_refused_without_decoding() {
 }
 
 #[test]
-fn dot_segments_are_kept_verbatim_not_normalised() {
-    let uri = ResourceUri::parse("mcp://s/file_3A///etc/../passwd").unwrap();
-    assert_eq!(uri.upstream(), "file:///etc/../passwd");
-}
-
-#[test]
 fn templates_keep_their_expressions() {
     let t = template_to_gateway(&server("everything"), "test://static/resource/{id}");
     assert_eq!(t, "mcp://everything/test_3A//static/resource/{id}");
@@ -93,7 +89,7 @@ proptest! {
     // traces: design "Gateway URIs" — decode(encode(x)) == x and every encoding matches the pattern.
     #[test]
     fn encoding_is_a_bijection_onto_the_pattern(name in server_name(), upstream in "\\PC{1,80}|[\\x00-\\x7F]{1,40}") {
-        prop_assume!(!upstream.contains('\0'));
+        prop_assume!(!upstream.contains('\0') && !has_dot_segment(&upstream));
         let uri = ResourceUri::new(name.clone(), &upstream).unwrap();
         prop_assert!(matches_spec_pattern(uri.as_str()), "{}", uri);
         let back = ResourceUri::parse(uri.as_str()).unwrap();
@@ -116,4 +112,34 @@ proptest! {
     fn parsing_never_panics(text in "\\PC{0,200}") {
         let _ = ResourceUri::parse(&text);
     }
+}
+
+// traces: IV-2 — a `.` or `..` segment is refused both ways: never parsed from an agent, never
+// listed from an upstream (it could not be read back).
+#[test]
+fn dot_segments_are_refused_both_ways() {
+    for bad in [
+        "mcp://s/file_3A///etc/../passwd",
+        "mcp://s/a/../b",
+        "mcp://s/..",
+        "mcp://s/./a",
+        "mcp://s/fixture_3A//x/..",
+    ] {
+        let e = ResourceUri::parse(bad).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::E001, "{bad}");
+        assert!(e.message().contains("'..' segment"), "{}", e.message());
+    }
+    for bad in ["../etc/passwd", "file:///a/./b", "x/.."] {
+        assert!(ResourceUri::new(server("s"), bad).is_err(), "{bad}");
+    }
+    for fine in ["a...b/...", "file:///a/.hidden", "v1.2/x..y"] {
+        let uri = ResourceUri::new(server("s"), fine).unwrap();
+        assert_eq!(ResourceUri::parse(uri.as_str()).unwrap(), uri);
+    }
+}
+
+#[test]
+fn an_upstream_uri_too_long_to_read_back_gets_no_gateway_uri() {
+    assert!(ResourceUri::new(server("s"), &"a".repeat(16 * 1024)).is_err());
+    assert!(ResourceUri::new(server("s"), &"a".repeat(1000)).is_ok());
 }

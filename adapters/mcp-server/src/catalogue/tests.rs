@@ -1,3 +1,6 @@
+//! The published catalogue: pinned by a snapshot, hints and scopes that match each tool, input
+//! schemas that take the spec's requests, output schemas that results conform to and can fail.
+
 use quarry_domain::{
     ByteRange, ConnectionStatus, ListResourcesResult, Origin, ReadResourceResult, Resource,
     ResourceType, ResourceUri, ServerId, ServerName, ServerStatus,
@@ -166,7 +169,7 @@ fn results_and_errors_conform_to_the_output_schemas() {
         size: 3,
         content_range: slice.content_range(),
         version: Some(quarry_domain::ResourceVersion {
-            version: "v3".into(),
+            version: quarry_domain::VersionNumber::new(3).unwrap(),
             etag: "0123456789abcdef".into(),
             created_at: "2026-04-08T12:00:00Z".parse().unwrap(),
             size: 3,
@@ -203,4 +206,33 @@ fn results_and_errors_conform_to_the_output_schemas() {
     assert!(
         list.is_valid(&json!({"success": false, "error_code": "E003", "error_message": "down"}))
     );
+
+    // The schemas can fail: an error that does not say why, a result with a field missing.
+    assert!(!read.is_valid(&json!({"success": false, "error_code": "E002"})));
+    assert!(!list.is_valid(&json!({"success": false, "error_message": "down"})));
+    let mut partial_listing = serde_json::to_value(&listing).unwrap();
+    partial_listing
+        .as_object_mut()
+        .unwrap()
+        .remove("total_count");
+    assert!(
+        !list.is_valid(&partial_listing),
+        "total_count is always there"
+    );
+    let mut no_range = serde_json::to_value(&read_result).unwrap();
+    no_range.as_object_mut().unwrap().remove("content_range");
+    assert!(!read.is_valid(&no_range), "content_range is always there");
+    for tool in catalogue() {
+        let schema = validator(tool.output_schema.as_ref().unwrap());
+        assert!(
+            !schema.is_valid(&json!({"success": true})),
+            "{}: a bare success is not a result",
+            tool.name
+        );
+        assert!(
+            !schema.is_valid(&json!({"success": false})),
+            "{}",
+            tool.name
+        );
+    }
 }

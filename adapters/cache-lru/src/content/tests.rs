@@ -1,3 +1,6 @@
+//! The LRU content cache: the byte budget, exact accounting and least-recently-used eviction,
+//! checked against a reference model; the contract suites for the in-memory adapters.
+
 use chrono::{Duration, TimeZone, Utc};
 use proptest::prelude::*;
 use quarry_domain::{Body, Content, Digest};
@@ -33,53 +36,14 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
-// traces: SR-002.1 — TTL expiry with an injected time, no sleeping.
+// The contract suites hold the in-memory adapters to what their ports promise.
 #[test]
-fn entries_expire_at_their_ttl() {
+fn the_lru_cache_and_the_in_memory_listings_and_bus_keep_their_contracts() {
+    use quarry_testkit::contract::caches;
     block_on(async {
-        let cache = LruContentCache::new(1 << 20);
-        cache.put(key(1), entry(10, 0, 300)).await;
-        assert!(cache.get(&key(1), t(299)).await.is_some());
-        assert!(cache.get(&key(1), t(300)).await.is_none());
-        // Kept, for degraded mode, until evicted or purged.
-        let stale = cache.get_stale(&key(1)).await.unwrap();
-        assert_eq!(stale.expires_at, t(300));
-        assert_eq!(cache.stats().await.entries, 1);
-    });
-}
-
-#[test]
-fn an_entry_bigger_than_the_budget_is_not_stored() {
-    block_on(async {
-        let cache = LruContentCache::new(1000);
-        cache.put(key(1), entry(10, 0, 60)).await;
-        cache.put(key(1), entry(5000, 0, 60)).await;
-        assert!(
-            cache.get(&key(1), t(1)).await.is_none(),
-            "the old value is not served either"
-        );
-        assert_eq!(cache.stats().await.bytes, 0);
-    });
-}
-
-#[test]
-fn purge_by_server_drops_only_that_server() {
-    block_on(async {
-        let cache = LruContentCache::new(1 << 20);
-        cache.put(key(1), entry(10, 0, 60)).await;
-        let other = ResourceKey::new(ServerName::parse("o").unwrap(), "r://1");
-        cache.put(other.clone(), entry(10, 0, 60)).await;
-        assert_eq!(cache.purge(Some(ServerName::parse("s").unwrap())).await, 1);
-        assert!(cache.get(&other, t(1)).await.is_some());
-        assert_eq!(cache.purge(None).await, 1);
-        assert_eq!(
-            cache.stats().await,
-            CacheStats {
-                entries: 0,
-                bytes: 0,
-                capacity_bytes: 1 << 20
-            }
-        );
+        caches::check_content(LruContentCache::new(1 << 20), 1 << 20).await;
+        caches::check_listings(crate::InMemoryListingCache::new()).await;
+        caches::check_bus(crate::InMemoryInvalidationBus::new()).await;
     });
 }
 

@@ -1,0 +1,227 @@
+//! The configuration file as written: one struct per TOML section, with the defaults of every
+//! key. Unknown keys are refused (`deny_unknown_fields`); checking values is `Settings`' job.
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use quarry_domain::ClassificationRule;
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct File {
+    #[serde(default)]
+    pub(super) servers: BTreeMap<String, ServerSection>,
+    #[serde(default)]
+    pub(super) cache: CacheSection,
+    #[serde(default)]
+    pub(super) security: SecuritySection,
+    #[serde(default)]
+    pub(super) logging: LoggingSection,
+    #[serde(default)]
+    pub(super) classification: ClassificationSection,
+    #[serde(default)]
+    pub(super) store: StoreSection,
+    #[serde(default)]
+    pub(super) versions: VersionsSection,
+    #[serde(default)]
+    pub(super) results: ResultsSection,
+    #[serde(default)]
+    pub(super) upstreams: UpstreamsSection,
+    #[serde(default)]
+    pub(super) registry: RegistrySection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RegistrySection {
+    #[serde(default)]
+    pub(super) allow_tool_registration: bool,
+    #[serde(default)]
+    pub(super) allow_tool_commands: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StoreSection {
+    pub(super) path: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct VersionsSection {
+    #[serde(default = "default_retain_count")]
+    pub(super) retain_count: u32,
+    #[serde(default = "default_retain_mb")]
+    pub(super) retain_mb: u64,
+}
+
+impl Default for VersionsSection {
+    fn default() -> Self {
+        Self {
+            retain_count: default_retain_count(),
+            retain_mb: default_retain_mb(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ResultsSection {
+    #[serde(default = "default_inline_kb")]
+    pub(super) inline_limit_kb: u64,
+}
+
+impl Default for ResultsSection {
+    fn default() -> Self {
+        Self {
+            inline_limit_kb: default_inline_kb(),
+        }
+    }
+}
+
+fn default_retain_count() -> u32 {
+    10
+}
+fn default_retain_mb() -> u64 {
+    64
+}
+// Claude Code refuses tool results over about 25,000 tokens; 32 KiB of text is well under, and
+// so is its base64 when the content is binary.
+fn default_inline_kb() -> u64 {
+    32
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ServerSection {
+    pub(super) id: Option<String>,
+    pub(super) endpoint: Option<String>,
+    pub(super) command: Option<String>,
+    #[serde(default)]
+    pub(super) args: Vec<String>,
+    #[serde(default)]
+    pub(super) env: BTreeMap<String, String>,
+    pub(super) cwd: Option<String>,
+    pub(super) timeout: Option<f64>,
+    pub(super) retry_attempts: Option<u32>,
+    pub(super) retry_delay: Option<f64>,
+    pub(super) max_pages: Option<u32>,
+    pub(super) pool_size: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct UpstreamsSection {
+    #[serde(default = "default_health_seconds")]
+    pub(super) health_check_seconds: f64,
+    #[serde(default = "default_circuit_threshold")]
+    pub(super) circuit_threshold: u32,
+    #[serde(default = "default_jitter")]
+    pub(super) backoff_jitter: f64,
+    #[serde(default = "default_drain_seconds")]
+    pub(super) shutdown_drain_seconds: f64,
+}
+
+impl Default for UpstreamsSection {
+    fn default() -> Self {
+        Self {
+            health_check_seconds: default_health_seconds(),
+            circuit_threshold: default_circuit_threshold(),
+            backoff_jitter: default_jitter(),
+            shutdown_drain_seconds: default_drain_seconds(),
+        }
+    }
+}
+
+fn default_health_seconds() -> f64 {
+    60.0
+}
+fn default_circuit_threshold() -> u32 {
+    5
+}
+fn default_jitter() -> f64 {
+    0.2
+}
+fn default_drain_seconds() -> f64 {
+    10.0
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CacheSection {
+    #[serde(default = "yes")]
+    pub(super) enabled: bool,
+    #[serde(default = "default_ttl")]
+    pub(super) ttl_seconds: u64,
+    #[serde(default = "default_cache_mb")]
+    pub(super) max_size_mb: u64,
+    #[serde(default = "default_policy")]
+    pub(super) eviction_policy: String,
+}
+
+impl Default for CacheSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            ttl_seconds: default_ttl(),
+            max_size_mb: default_cache_mb(),
+            eviction_policy: default_policy(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SecuritySection {
+    #[serde(default = "default_max_resource_mb")]
+    pub(super) max_resource_size_mb: u64,
+}
+
+impl Default for SecuritySection {
+    fn default() -> Self {
+        Self {
+            max_resource_size_mb: default_max_resource_mb(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LoggingSection {
+    #[serde(default = "default_level")]
+    pub(super) level: String,
+}
+
+impl Default for LoggingSection {
+    fn default() -> Self {
+        Self {
+            level: default_level(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ClassificationSection {
+    #[serde(default)]
+    pub(super) rules: Vec<ClassificationRule>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_ttl() -> u64 {
+    300
+}
+fn default_cache_mb() -> u64 {
+    100
+}
+fn default_policy() -> String {
+    "lru".into()
+}
+fn default_max_resource_mb() -> u64 {
+    50
+}
+fn default_level() -> String {
+    "info".into()
+}

@@ -1,0 +1,68 @@
+//! Turning upstream announcements into cache invalidation.
+//!
+//! `notifications/resources/updated` drops the resource's cached content; `list_changed` drops the
+//! server's cached listing; a session that replaced dead ones drops everything cached for the
+//! server. Each advances the server's epoch on the invalidation bus, so a fetch that was in
+//! flight while the change was announced does not put its (possibly older) content back.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use quarry_domain::ServerName;
+use quarry_ports::{ContentCache, InvalidationBus, ListingCache, ResourceKey, UpstreamObserver};
+
+/// The application's observer of upstream notifications.
+#[derive(Debug)]
+pub(crate) struct Invalidator {
+    cache: Arc<dyn ContentCache>,
+    listings: Arc<dyn ListingCache>,
+    bus: Arc<dyn InvalidationBus>,
+}
+
+impl Invalidator {
+    pub(crate) fn new(
+        cache: Arc<dyn ContentCache>,
+        listings: Arc<dyn ListingCache>,
+        bus: Arc<dyn InvalidationBus>,
+    ) -> Self {
+        Self {
+            cache,
+            listings,
+            bus,
+        }
+    }
+
+    /// The server's invalidation epoch: capture it before a fetch, compare after. `None` when
+    /// the bus cannot tell (then nothing is cached).
+    pub(crate) async fn epoch(&self, server: &ServerName) -> Option<u64> {
+        self.bus.epoch(server).await
+    }
+
+    /// True when a fetch that began at epoch `before` may cache its result.
+    pub(crate) async fn unchanged_since(&self, server: &ServerName, before: Option<u64>) -> bool {
+        before.is_some() && self.epoch(server).await == before
+    }
+
+    /// Everything cached for `server` may be out of date (its session was replaced, so
+    /// announcements may have been missed, or it was unregistered).
+    pub(crate) async fn forget_server(&self, server: &ServerName) {
+        self.bus.advance(server).await;
+        self.cache.purge(Some(server.clone())).await;
+        self.listings.drop_listings(Some(server.clone())).await;
+    }
+}
+
+#[async_trait]
+impl UpstreamObserver for Invalidator {
+    async fn resource_updated(&self, server: &ServerName, upstream_uri: &str) {
+        self.bus.advance(server).await;
+        self.cache
+            .invalidate(&ResourceKey::new(server.clone(), upstream_uri))
+            .await;
+    }
+
+    async fn resources_changed(&self, server: &ServerName) {
+        self.bus.advance(server).await;
+        self.listings.drop_listings(Some(server.clone())).await;
+    }
+}

@@ -1,0 +1,33 @@
+//! Quarry's use cases: the spec's service layer, behind the driving port [`ResourceGateway`].
+//!
+//! One file per use case — [`read`](crate::read) (through the cache, with versions and degraded
+//! mode), [`list`](crate::list) (across servers, each under its deadline), `versions`,
+//! `registry` (servers added at runtime), `purge`, `idempotency` — and the upstream supervision
+//! they share: `upstream` (one server's pool, circuit breaker and supervisor, reached through a
+//! single `call`) and `upstreams` (every registered server).
+//!
+//! Architecture invariant: this crate depends on `quarry-domain` and `quarry-ports` only among
+//! workspace crates; it names no adapter, reads no clock (the [`Clock`](quarry_ports::Clock) port
+//! tells the time), and hashes only through [`ContentHasher`](quarry_ports::ContentHasher).
+//!
+//! [`ResourceGateway`]: quarry_ports::ResourceGateway
+
+mod excerpt;
+mod idempotency;
+mod invalidation;
+mod list;
+mod purge;
+mod read;
+mod registry;
+mod service;
+mod upstream;
+mod upstreams;
+mod versions;
+
+pub use service::{Ports, ResourceService, ServiceOptions, Supervision};
+
+/// A store failure as callers see it: E012, the detail in the log only.
+pub(crate) fn store_failed(e: impl std::fmt::Display) -> quarry_domain::Error {
+    tracing::error!("{e}");
+    quarry_domain::Error::internal()
+}

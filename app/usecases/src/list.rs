@@ -1,0 +1,271 @@
+//! Listing resources across servers, and the servers' templates and status.
+//!
+//! Every selected server is asked at once, each under its own deadline; a server that fails
+//! makes the listing `partial`, never failed. Each server's listing is cached apart from content
+//! (SR-002.4). Candidates are filtered and ordered light; full resources are built for the page
+//! only, so a listing of half a million resources costs one small record per resource.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
+
+use quarry_domain::{
+    Error, ListQuery, ListResourcesResult, Listed, Resource, ResourceType, ResourceUri, ServerName,
+    ServerStatus, Timestamp, VersionNumber, sanitize_label, sort_and_page, template_to_gateway,
+};
+use quarry_ports::{CachedListing, GatewayTemplate, ListedEntry, UpstreamError};
+use serde_json::{Map, Value};
+
+use crate::{
+    ResourceService,
+    upstream::{Attempts, Upstream},
+};
+
+/// What one server's listing gave: its entries, whether it was cut short, and when the cached
+/// listing it came from was fetched (`None`: fetched now).
+type ServerListing = (Arc<Vec<ListedEntry>>, bool, Option<Timestamp>);
+
+/// A listed resource before it is built in full: what ordering and filtering need.
+struct Candidate<'a> {
+    upstream: &'a Arc<Upstream>,
+    entry: &'a ListedEntry,
+}
+
+impl Listed for Candidate<'_> {
+    fn modified_at(&self) -> Option<Timestamp> {
+        self.entry.resource.last_modified
+    }
+    fn gateway_uri(&self) -> &str {
+        self.entry.uri.as_str()
+    }
+    fn resource_type(&self) -> ResourceType {
+        self.entry.resource_type
+    }
+}
+
+impl ResourceService {
+    /// `list_mcp_resources` and `resources/list`.
+    pub(crate) async fn list(&self, query: ListQuery) -> Result<ListResourcesResult, Error> {
+        self.sync_registry().await;
+        let selected = self.upstreams.select(query.server.as_ref())?;
+        let listings =
+            futures::future::join_all(selected.iter().map(|u| self.list_one(u, query.use_cache)))
+                .await;
+        let now = self.clock.now();
+        let mut partial = false;
+        let mut oldest: Option<Timestamp> = None;
+        let mut from_cache: HashSet<ServerName> = HashSet::new();
+        let mut held = Vec::with_capacity(selected.len());
+        for (upstream, listing) in selected.iter().zip(listings) {
+            match listing {
+                Ok((items, truncated, cached_at)) => {
+                    partial |= truncated;
+                    if let Some(at) = cached_at {
+                        from_cache.insert(upstream.name().clone());
+                        oldest = Some(oldest.map_or(at, |o| o.min(at)));
+                    }
+                    held.push((upstream.clone(), items));
+                }
+                Err(_) => partial = true,
+            }
+        }
+        let candidates: Vec<Candidate<'_>> = held
+            .iter()
+            .flat_map(|(upstream, items)| {
+                items.iter().map(move |entry| Candidate { upstream, entry })
+            })
+            .collect();
+        let page = sort_and_page(candidates, &query);
+        let mut versions: HashMap<ServerName, HashMap<String, (VersionNumber, Timestamp)>> =
+            HashMap::new();
+        let mut resources = Vec::with_capacity(page.items.len());
+        for c in &page.items {
+            let name = c.upstream.name();
+            if !versions.contains_key(name) {
+                versions.insert(name.clone(), self.known_versions(name).await);
+            }
+            let mut resource = self.to_resource(c.upstream, c.entry);
+            if let Some((latest, first_seen)) = versions
+                .get(name)
+                .and_then(|v| v.get(&c.entry.resource.uri))
+            {
+                resource.version = Some(*latest);
+                resource.created_at = Some(*first_seen);
+            }
+            resources.push(resource);
+        }
+        let cached_count = resources
+            .iter()
+            .filter(|r| from_cache.contains(r.uri.server()))
+            .count() as u64;
+        Ok(ListResourcesResult {
+            success: true,
+            resources,
+            servers: selected.iter().map(|u| u.status()).collect(),
+            total_count: page.total_count,
+            cached_count,
+            cache_age_seconds: oldest
+                .map(|at| u64::try_from((now - at).num_seconds()).unwrap_or(0)),
+            partial,
+        })
+    }
+
+    /// The latest version and first sighting of each resource of `server` that has versions; a
+    /// failing store leaves them out (logged) rather than failing the listing.
+    async fn known_versions(
+        &self,
+        server: &ServerName,
+    ) -> HashMap<String, (VersionNumber, Timestamp)> {
+        match self.versions.summaries(server).await {
+            Ok(s) => s
+                .into_iter()
+                .map(|v| (v.upstream_uri, (v.latest, v.first_seen)))
+                .collect(),
+            Err(e) => {
+                tracing::error!(server = %server, "{e}");
+                HashMap::new()
+            }
+        }
+    }
+
+    /// Lists one server under its deadline (from its cached listing when allowed and fresh),
+    /// recording what happened in its status.
+    pub(crate) async fn list_one(
+        &self,
+        upstream: &Upstream,
+        use_cache: bool,
+    ) -> Result<ServerListing, UpstreamError> {
+        let caching = self.options.cache_enabled;
+        if caching
+            && use_cache
+            && let Some(hit) = self.listings.get(upstream.name(), self.clock.now()).await
+        {
+            return Ok((hit.resources, hit.truncated, Some(hit.fetched_at)));
+        }
+        let attempts = Attempts {
+            retries: 0,
+            deadline: Some(upstream.settings.spec.timeout),
+        };
+        let outcome = upstream
+            .call(attempts, |session| async move {
+                let epoch = self.invalidator.epoch(upstream.name()).await;
+                session.list_resources().await.map(|l| (l, epoch))
+            })
+            .await;
+        let (listing, epoch) = match outcome {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::warn!(server = %upstream.name(), "listing failed: {e}");
+                return Err(e);
+            }
+        };
+        let now = self.clock.now();
+        upstream.listed(listing.resources.len() as u64);
+        let classifier = &self.options.classifier;
+        let name = upstream.name();
+        let resources = Arc::new(
+            listing
+                .resources
+                .into_iter()
+                // Upstream URIs without a gateway URI (empty, NUL) are left out.
+                .filter_map(|r| {
+                    let uri = ResourceUri::new(name.clone(), &r.uri).ok()?;
+                    Some(ListedEntry {
+                        uri,
+                        resource_type: classifier.type_of(&r.uri, r.mime_type.as_deref()),
+                        resource: r,
+                    })
+                })
+                .collect::<Vec<_>>(),
+        );
+        if caching && self.invalidator.unchanged_since(name, epoch).await {
+            let cached = CachedListing {
+                resources: resources.clone(),
+                truncated: listing.truncated,
+                fetched_at: now,
+                expires_at: self.ttl_until(now, None),
+            };
+            self.listings.put(name, cached).await;
+        }
+        Ok((resources, listing.truncated, None))
+    }
+
+    fn to_resource(&self, upstream: &Upstream, entry: &ListedEntry) -> Resource {
+        let spec = &upstream.settings.spec;
+        let r = &entry.resource;
+        let classified = self
+            .options
+            .classifier
+            .classify(&r.uri, r.mime_type.as_deref());
+        let mut metadata = Map::new();
+        metadata.insert("server".into(), Value::String(spec.name.to_string()));
+        metadata.insert("server_id".into(), Value::String(spec.id.to_string()));
+        metadata.insert("upstream_uri".into(), Value::String(r.uri.clone()));
+        if let Some(title) = &r.title {
+            metadata.insert("title".into(), Value::String(title.clone()));
+        }
+        if let Some(d) = &r.description {
+            metadata.insert("description".into(), Value::String(d.clone()));
+        }
+        metadata.insert(
+            "classification".into(),
+            Value::String(classified.explanation),
+        );
+        let name = if r.name.is_empty() {
+            sanitize_label(&r.uri)
+        } else {
+            r.name.clone()
+        };
+        Resource {
+            uri: entry.uri.clone(),
+            name,
+            resource_type: classified.resource_type,
+            size: r.size,
+            mime_type: r.mime_type.clone(),
+            created_at: None,
+            modified_at: r.last_modified,
+            version: None,
+            is_protected: false,
+            metadata,
+        }
+    }
+
+    /// `resources/templates/list`: every server's templates as gateway templates; a failing
+    /// server contributes none.
+    pub(crate) async fn templates(&self) -> Vec<GatewayTemplate> {
+        let all = self.upstreams.all();
+        let fetched = futures::future::join_all(all.iter().map(|u| async move {
+            let attempts = Attempts {
+                retries: 0,
+                deadline: Some(u.settings.spec.timeout),
+            };
+            u.call(
+                attempts,
+                |session| async move { session.list_templates().await },
+            )
+            .await
+            .unwrap_or_default()
+        }))
+        .await;
+        all.iter()
+            .zip(fetched)
+            .flat_map(|(u, templates)| {
+                templates.into_iter().map(move |t| GatewayTemplate {
+                    uri_template: template_to_gateway(u.name(), &t.uri_template),
+                    name: t.name,
+                    description: t.description,
+                    mime_type: t.mime_type,
+                })
+            })
+            .collect()
+    }
+
+    /// Every server's status, listing each afresh to find out.
+    pub(crate) async fn probe_servers(&self) -> Vec<ServerStatus> {
+        self.sync_registry().await;
+        let all = self.upstreams.all();
+        futures::future::join_all(all.iter().map(|u| self.list_one(u, false))).await;
+        all.iter().map(|u| u.status()).collect()
+    }
+}

@@ -1,0 +1,173 @@
+//! Reading one resource: through the cache, from the upstream on a miss, with versions.
+//!
+//! A miss fetches from the upstream (retrying a dead connection as the server's policy says),
+//! hashes the content, records its version, caches it (for as long as the configuration and the
+//! upstream's `ttlMs` allow, per principal when the upstream marks it private) and subscribes to
+//! the upstream's change notifications. Cached bytes are re-hashed before they are served; a
+//! corrupt entry is dropped and refetched. With the upstream down, expired cached content is
+//! served marked stale, with the upstream's error beside it.
+
+use std::time::Duration;
+
+use quarry_domain::{Error, ErrorCode, ReadResourceResult, Timestamp};
+use quarry_ports::{CachedContent, Fetched, ReadRequest, ResourceKey};
+
+use crate::{
+    ResourceService,
+    excerpt::{Provenance, excerpt},
+    upstream::{Attempts, Upstream},
+};
+
+fn is_upstream_down(e: &Error) -> bool {
+    matches!(e.code(), ErrorCode::E003 | ErrorCode::E009)
+}
+
+impl ResourceService {
+    /// `read_mcp_resource` and `resources/read`.
+    pub(crate) async fn read(&self, request: ReadRequest) -> Result<ReadResourceResult, Error> {
+        let upstream = self.upstream_for(request.uri.server()).await?;
+        let key = ResourceKey::new(request.uri.server().clone(), request.uri.upstream());
+        if let Some(wanted) = &request.version {
+            return self.read_version(&request, &key, wanted).await;
+        }
+        let caching = self.options.cache_enabled && request.use_cache;
+        if caching {
+            let fresh = self.cache.get(&key, self.clock.now()).await;
+            if let Some(hit) = self.usable(&key, fresh, &request).await {
+                upstream.used();
+                let how = Provenance {
+                    cached_at: Some(hit.cached_at),
+                    stale: None,
+                    version: hit.version.clone(),
+                };
+                return excerpt(&request, &hit.content, how);
+            }
+        }
+        let (fetched, epoch) = match self.fetch(&upstream, request.uri.upstream()).await {
+            Ok(done) => done,
+            Err(e) if caching && is_upstream_down(&e) => {
+                let stale = self.cache.get_stale(&key).await;
+                let Some(entry) = self.usable(&key, stale, &request).await else {
+                    return Err(e);
+                };
+                tracing::warn!(server = %upstream.name(), "upstream down; serving stale content: {e}");
+                let how = Provenance {
+                    cached_at: Some(entry.cached_at),
+                    stale: Some(e),
+                    version: entry.version.clone(),
+                };
+                return excerpt(&request, &entry.content, how);
+            }
+            Err(e) => return Err(e),
+        };
+        let now = self.clock.now();
+        let digest = self.hasher.sha256(fetched.content.bytes());
+        let version = match self
+            .versions
+            .record(&key, digest, &fetched.content, now)
+            .await
+        {
+            Ok(recorded) => {
+                if recorded.is_new && recorded.version.version != "v1" {
+                    tracing::info!(server = %upstream.name(), version = %recorded.version.version, "new version");
+                }
+                Some(recorded.version)
+            }
+            Err(e) => {
+                tracing::error!(server = %upstream.name(), "{e}; the read is served without version");
+                None
+            }
+        };
+        // A change announced while this fetch was in flight wins: the content is returned but not
+        // cached, so the next read fetches again.
+        if self.options.cache_enabled
+            && self
+                .invalidator
+                .unchanged_since(upstream.name(), epoch)
+                .await
+        {
+            let entry = CachedContent {
+                content: fetched.content.clone(),
+                digest,
+                version: version.clone(),
+                partition: fetched.private.then(|| request.principal.clone()),
+                cached_at: now,
+                expires_at: self.ttl_until(now, fetched.ttl),
+            };
+            self.cache.put(key, entry).await;
+        }
+        excerpt(
+            &request,
+            &fetched.content,
+            Provenance {
+                version,
+                ..Provenance::default()
+            },
+        )
+    }
+
+    /// When content or a listing fetched at `now` stops being fresh: the configured TTL, or the
+    /// upstream's hint when shorter.
+    pub(crate) fn ttl_until(&self, now: Timestamp, hint: Option<Duration>) -> Timestamp {
+        let ttl = hint.map_or(self.options.cache_ttl, |h| h.min(self.options.cache_ttl));
+        let ttl = chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
+        now.checked_add_signed(ttl).unwrap_or(now)
+    }
+
+    /// Fetches content, reconnecting and retrying as the server's policy says when the
+    /// connection is what failed.
+    ///
+    /// Also returns the server's invalidation epoch, taken once the session was established and
+    /// subscribed, before the read.
+    async fn fetch(&self, upstream: &Upstream, uri: &str) -> Result<(Fetched, Option<u64>), Error> {
+        let attempts = Attempts {
+            retries: upstream.settings.retry.attempts,
+            deadline: None,
+        };
+        upstream
+            .call(attempts, |session| async move {
+                // Subscribe before reading (once per URI and session): a change after this point
+                // is announced, and a change during the read makes it uncacheable.
+                if self.options.cache_enabled
+                    && let Err(e) = session.subscribe(uri).await
+                {
+                    tracing::debug!(server = %upstream.name(), "subscribing to updates failed: {e}");
+                }
+                let epoch = self.invalidator.epoch(upstream.name()).await;
+                session
+                    .read(uri, self.options.max_resource_bytes)
+                    .await
+                    .map(|f| (f, epoch))
+            })
+            .await
+            .map_err(|e| e.into_error(upstream.name().as_str()))
+    }
+
+    /// A cached entry this principal may be served, with bytes that still match their digest.
+    /// A corrupt entry is dropped (E006 in the log) and treated as a miss.
+    async fn usable(
+        &self,
+        key: &ResourceKey,
+        entry: Option<CachedContent>,
+        request: &ReadRequest,
+    ) -> Option<CachedContent> {
+        let entry = entry?;
+        if entry
+            .partition
+            .as_ref()
+            .is_some_and(|p| p != &request.principal)
+        {
+            return None;
+        }
+        if request.validate_checksum && self.hasher.sha256(entry.content.bytes()) != entry.digest {
+            tracing::error!(
+                code = %ErrorCode::E006,
+                server = %key.server,
+                "cached content failed its checksum; dropped and refetched"
+            );
+            self.cache.invalidate(key).await;
+            return None;
+        }
+        Some(entry)
+    }
+}

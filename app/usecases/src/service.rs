@@ -1,0 +1,233 @@
+//! `ResourceService`: the use cases wired to their ports, and the driving port it implements.
+//!
+//! The methods of [`ResourceGateway`] are one line each here; each use case lives in its own file
+//! as an `impl ResourceService` block.
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use quarry_domain::{
+    Classifier, Error, IdempotencyKey, ListQuery, ListResourcesResult, ReadResourceResult,
+    ResourceUri, ResourceVersion, ServerName, ServerSettings, ServerStatus,
+};
+use quarry_ports::{
+    Clock, ContentCache, ContentHasher, GatewayTemplate, IdempotencyStore, InvalidationBus,
+    ListingCache, PurgeReport, ReadRequest, RemovedServer, Requester, ResourceGateway,
+    ServerRegistry, UpstreamConnector, VersionStore,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    idempotency::Idempotency,
+    invalidation::Invalidator,
+    registry::RegistrySeen,
+    upstream::{Upstream, Wiring},
+    upstreams::Upstreams,
+};
+
+/// How upstreams are supervised while serving.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Supervision {
+    /// How often live sessions are pinged.
+    pub health_interval: Duration,
+    /// Consecutive failures after which the circuit opens.
+    pub circuit_threshold: u32,
+    /// Random spread of each backoff delay, as a fraction of it (0.2: ±20 %).
+    pub jitter: f64,
+    /// How long shutdown waits for requests in flight.
+    pub drain: Duration,
+}
+
+impl Default for Supervision {
+    fn default() -> Self {
+        Self {
+            health_interval: Duration::from_secs(60),
+            circuit_threshold: 5,
+            jitter: 0.2,
+            drain: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How the service caches and bounds content.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    /// Whether content and listings are cached at all.
+    pub cache_enabled: bool,
+    /// How long cached content and listings stay fresh (an upstream's `ttlMs` can shorten it).
+    pub cache_ttl: Duration,
+    /// The largest content accepted from an upstream.
+    pub max_resource_bytes: u64,
+    /// Resource type rules.
+    pub classifier: Classifier,
+    /// Pools, circuit breakers and supervision of the upstreams.
+    pub supervision: Supervision,
+    /// Whether agents may add and remove servers through the tools. Off by default: until a
+    /// policy decides who may configure the gateway, only operators do.
+    pub allow_tool_registration: bool,
+    /// Whether agents may also register stdio commands (arbitrary programs) that way.
+    pub allow_tool_commands: bool,
+}
+
+/// Every driven port the use cases need, one implementation each (chosen by the composition
+/// root).
+#[derive(Debug, Clone)]
+pub struct Ports {
+    /// Sessions with upstream servers.
+    pub connector: Arc<dyn UpstreamConnector>,
+    /// Fetched content.
+    pub cache: Arc<dyn ContentCache>,
+    /// Each server's listing.
+    pub listings: Arc<dyn ListingCache>,
+    /// Invalidation epochs.
+    pub bus: Arc<dyn InvalidationBus>,
+    /// Version history.
+    pub versions: Arc<dyn VersionStore>,
+    /// Servers registered at runtime.
+    pub registry: Arc<dyn ServerRegistry>,
+    /// Mutation results by idempotency key.
+    pub idempotency: Arc<dyn IdempotencyStore>,
+    /// SHA-256.
+    pub hasher: Arc<dyn ContentHasher>,
+    /// Wall and monotonic time.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Lists and reads resources across the registered upstream servers.
+#[derive(Debug)]
+pub struct ResourceService {
+    pub(crate) upstreams: Upstreams,
+    pub(crate) cache: Arc<dyn ContentCache>,
+    pub(crate) listings: Arc<dyn ListingCache>,
+    pub(crate) versions: Arc<dyn VersionStore>,
+    pub(crate) registry: Arc<dyn ServerRegistry>,
+    pub(crate) hasher: Arc<dyn ContentHasher>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) options: ServiceOptions,
+    pub(crate) invalidator: Arc<Invalidator>,
+    pub(crate) idempotency: Idempotency,
+    pub(crate) registry_seen: Mutex<RegistrySeen>,
+    supervising: AtomicBool,
+    stop: CancellationToken,
+}
+
+impl ResourceService {
+    /// A service over the configured `servers`, reaching the world through `ports`.
+    pub fn new(servers: Vec<ServerSettings>, ports: Ports, options: ServiceOptions) -> Self {
+        let invalidator = Arc::new(Invalidator::new(
+            ports.cache.clone(),
+            ports.listings.clone(),
+            ports.bus.clone(),
+        ));
+        let wiring = Wiring {
+            connector: ports.connector,
+            invalidator: invalidator.clone(),
+            clock: ports.clock.clone(),
+            supervision: options.supervision,
+        };
+        Self {
+            upstreams: Upstreams::new(servers, wiring),
+            cache: ports.cache,
+            listings: ports.listings,
+            versions: ports.versions,
+            registry: ports.registry,
+            hasher: ports.hasher.clone(),
+            idempotency: Idempotency {
+                store: ports.idempotency,
+                hasher: ports.hasher,
+                clock: ports.clock.clone(),
+            },
+            clock: ports.clock,
+            options,
+            invalidator,
+            registry_seen: Mutex::new(RegistrySeen::default()),
+            supervising: AtomicBool::new(false),
+            stop: CancellationToken::new(),
+        }
+    }
+
+    /// Starts supervising every upstream: connect now, reconnect on the backoff schedule after a
+    /// failure, check health. For a long-running gateway; one-shot commands connect on demand.
+    pub fn start_supervision(&self) {
+        self.supervising.store(true, Ordering::SeqCst);
+        for upstream in self.upstreams.all() {
+            self.supervise_one(&upstream);
+        }
+    }
+
+    pub(crate) fn supervise_one(&self, upstream: &Arc<Upstream>) {
+        if self.supervising.load(Ordering::SeqCst) {
+            tokio::spawn(upstream.clone().supervise(self.stop.child_token()));
+        }
+    }
+
+    /// Every server's status as last seen, without contacting any.
+    pub fn servers_status(&self) -> Vec<ServerStatus> {
+        self.upstreams.all().iter().map(|u| u.status()).collect()
+    }
+
+    /// Stops supervision, lets requests in flight finish (up to the configured drain time), then
+    /// ends every upstream session and stops their child processes.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        self.upstreams
+            .close_all(self.options.supervision.drain)
+            .await;
+    }
+}
+
+#[async_trait]
+impl ResourceGateway for ResourceService {
+    async fn list_resources(&self, query: ListQuery) -> Result<ListResourcesResult, Error> {
+        self.list(query).await
+    }
+
+    async fn read_resource(&self, request: ReadRequest) -> Result<ReadResourceResult, Error> {
+        self.read(request).await
+    }
+
+    async fn list_templates(&self) -> Result<Vec<GatewayTemplate>, Error> {
+        Ok(self.templates().await)
+    }
+
+    async fn servers(&self) -> Vec<ServerStatus> {
+        self.probe_servers().await
+    }
+
+    async fn versions(&self, uri: &ResourceUri) -> Result<Vec<ResourceVersion>, Error> {
+        self.history(uri).await
+    }
+
+    async fn purge(
+        &self,
+        server: Option<ServerName>,
+        uri: Option<ResourceUri>,
+        idempotency_key: Option<IdempotencyKey>,
+    ) -> Result<PurgeReport, Error> {
+        self.purge_cache(server, uri, idempotency_key).await
+    }
+
+    async fn add_server(
+        &self,
+        server: ServerSettings,
+        requester: Requester,
+        idempotency_key: Option<IdempotencyKey>,
+    ) -> Result<ServerStatus, Error> {
+        self.register(server, requester, idempotency_key).await
+    }
+
+    async fn remove_server(
+        &self,
+        name: ServerName,
+        requester: Requester,
+        idempotency_key: Option<IdempotencyKey>,
+    ) -> Result<RemovedServer, Error> {
+        self.unregister(name, requester, idempotency_key).await
+    }
+}

@@ -1,0 +1,135 @@
+//! Listings across servers, cached apart from content, and the cache purge.
+
+use super::*;
+
+// traces: REQ-071-011, REQ-071-009 — listings carry the latest version and first sighting.
+#[tokio::test]
+async fn listings_report_versions_once_known() {
+    let w = world().await;
+    w.service.read_resource(read(A)).await.unwrap();
+    let q = ListQuery {
+        server: Some(ServerSelector::new("docs").unwrap()),
+        ..ListQuery::default()
+    };
+    let listed = w.service.list_resources(q).await.unwrap();
+    let a = listed
+        .resources
+        .iter()
+        .find(|r| r.uri.as_str() == A)
+        .unwrap();
+    assert_eq!(a.version.map(|v| v.to_string()).as_deref(), Some("v1"));
+    assert_eq!(a.created_at, Some(w.clock.now()));
+    let big = listed
+        .resources
+        .iter()
+        .find(|r| r.uri.as_str() != A)
+        .unwrap();
+    assert_eq!(big.version, None, "never read, so no version yet");
+}
+
+// traces: REQ-071-016, REQ-071-017, REQ-071-018, SR-002.4 — listings are cached apart from content.
+#[tokio::test]
+async fn listings_are_cached_counted_and_bypassable() {
+    let w = world().await;
+    let q = || ListQuery {
+        server: Some(ServerSelector::new("docs").unwrap()),
+        ..ListQuery::default()
+    };
+    let first = w.service.list_resources(q()).await.unwrap();
+    assert_eq!((first.cached_count, first.cache_age_seconds), (0, None));
+    w.clock.advance(42);
+    let second = w.service.list_resources(q()).await.unwrap();
+    assert_eq!(second.cached_count, 2);
+    assert_eq!(second.cache_age_seconds, Some(42));
+    assert_eq!(w.docs.lists.load(Ordering::SeqCst), 1);
+    let bypass = w
+        .service
+        .list_resources(ListQuery {
+            use_cache: false,
+            ..q()
+        })
+        .await
+        .unwrap();
+    assert_eq!(bypass.cached_count, 0);
+    assert_eq!(w.docs.lists.load(Ordering::SeqCst), 2);
+    // list_changed from the upstream drops the cached listing.
+    w.observer()
+        .resources_changed(&ServerName::parse("docs").unwrap())
+        .await;
+    assert_eq!(w.service.list_resources(q()).await.unwrap().cached_count, 0);
+    assert_eq!(w.docs.lists.load(Ordering::SeqCst), 3);
+}
+
+// traces: SR-002.2 — explicit purge.
+#[tokio::test]
+async fn purge_drops_content_and_listings() {
+    let w = world().await;
+    w.service.read_resource(read(A)).await.unwrap();
+    w.service
+        .list_resources(ListQuery::default())
+        .await
+        .unwrap();
+    let one = w
+        .service
+        .purge(None, Some(ResourceUri::parse(A).unwrap()), None)
+        .await
+        .unwrap();
+    assert_eq!((one.contents, one.listings), (1, 0));
+    assert!(!w.service.read_resource(read(A)).await.unwrap().cached);
+    let all = w.service.purge(None, None, None).await.unwrap();
+    assert_eq!((all.contents, all.listings), (1, 1));
+    assert!(!w.service.read_resource(read(A)).await.unwrap().cached);
+    let bad = w
+        .service
+        .purge(Some(ServerName::parse("nope").unwrap()), None, None)
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), ErrorCode::E003);
+}
+
+// traces: REQ-071-002, REQ-071-012 — a failing server marks the listing partial, never fails it.
+#[tokio::test]
+async fn a_failing_server_makes_the_listing_partial_not_failed() {
+    let w = world().await;
+    let result = w
+        .service
+        .list_resources(ListQuery::default())
+        .await
+        .unwrap();
+    assert!(result.partial);
+    assert_eq!(result.total_count, 2);
+    let down = result
+        .servers
+        .iter()
+        .find(|s| s.server_name.as_str() == "down")
+        .unwrap();
+    assert_eq!(down.status, quarry_domain::ConnectionStatus::Error);
+    assert_eq!(down.last_error.as_deref(), Some("unreachable: down"));
+    let docs = result
+        .servers
+        .iter()
+        .find(|s| s.server_name.as_str() == "docs")
+        .unwrap();
+    assert_eq!(docs.status, quarry_domain::ConnectionStatus::Connected);
+    assert_eq!(docs.resource_count, 2);
+    assert!(docs.last_used.is_some());
+}
+
+#[tokio::test]
+async fn selecting_by_id_lists_only_that_server() {
+    let w = world().await;
+    let id = quarry_domain::ServerId::derive(&ServerName::parse("docs").unwrap());
+    let q = ListQuery {
+        server: Some(ServerSelector::new(id.as_str()).unwrap()),
+        ..ListQuery::default()
+    };
+    let result = w.service.list_resources(q).await.unwrap();
+    assert!(!result.partial);
+    assert_eq!(result.servers.len(), 1);
+    assert!(
+        result
+            .resources
+            .iter()
+            .all(|r| r.uri.server().as_str() == "docs")
+    );
+}
