@@ -69,7 +69,7 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
 /// # Errors
 /// E012 when the registry cannot be read.
 pub async fn service(settings: &Settings, ports: Ports) -> Result<Arc<ResourceService>, Error> {
-    let service = Arc::new(ResourceService::new(
+    let service = ResourceService::new(
         settings.servers.clone(),
         ports,
         ServiceOptions {
@@ -81,7 +81,7 @@ pub async fn service(settings: &Settings, ports: Ports) -> Result<Arc<ResourceSe
             allow_tool_registration: settings.allow_tool_registration,
             allow_tool_commands: settings.allow_tool_commands,
         },
-    ));
+    );
     service.load_registry().await?;
     Ok(service)
 }

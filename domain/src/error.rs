@@ -33,11 +33,14 @@ pub enum ErrorCode {
     E011,
     /// Internal error: details only in logs, never to the caller.
     E012,
+    /// The upstream answered the request with an error of its own (its code and message are in
+    /// the message); the server is up and the gateway is fine.
+    E013,
 }
 
 impl ErrorCode {
     /// Every code, in order.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         Self::E001,
         Self::E002,
         Self::E003,
@@ -50,6 +53,7 @@ impl ErrorCode {
         Self::E010,
         Self::E011,
         Self::E012,
+        Self::E013,
     ];
 
     /// The code as written on the wire, e.g. `"E001"`.
@@ -67,6 +71,7 @@ impl ErrorCode {
             Self::E010 => "E010",
             Self::E011 => "E011",
             Self::E012 => "E012",
+            Self::E013 => "E013",
         }
     }
 
@@ -85,6 +90,7 @@ impl ErrorCode {
             Self::E010 => "idempotency conflict",
             Self::E011 => "audit or policy engine unavailable",
             Self::E012 => "internal error",
+            Self::E013 => "the upstream answered with an error",
         }
     }
 
@@ -149,7 +155,7 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for code in ErrorCode::ALL {
             let exit = code.exit_code();
-            assert!((11..=22).contains(&exit), "{code} -> {exit}");
+            assert!((11..=23).contains(&exit), "{code} -> {exit}");
             assert!(seen.insert(exit));
         }
     }

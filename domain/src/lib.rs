@@ -35,7 +35,7 @@ pub use resource::{
 pub use server::{
     Endpoint, ServerDraft, ServerId, ServerName, ServerSettings, ServerSpec, seconds,
 };
-pub use text::sanitize_label;
+pub use text::{MAX_MIME_TYPE_LEN, sanitize_label, sanitize_mime_type};
 pub use uri::{ResourceUri, encode_path, has_dot_segment, template_to_gateway};
 pub use version::{Digest, Retention, VersionNumber, VersionSelector};
 

@@ -34,6 +34,20 @@ impl ResourceUri {
     /// `.`/`..` segment, or its gateway URI would be longer than [`ResourceUri::parse`] accepts —
     /// whatever it refuses could never be read back.
     pub fn new(server: ServerName, upstream: &str) -> Result<Self, Error> {
+        let gateway = Self::gateway_text(&server, upstream)?;
+        Ok(Self {
+            server,
+            upstream: upstream.to_owned(),
+            gateway,
+        })
+    }
+
+    /// The text of the gateway URI [`ResourceUri::new`] would make, without building the rest
+    /// (for listings of many thousands of resources).
+    ///
+    /// # Errors
+    /// As [`ResourceUri::new`].
+    pub fn gateway_text(server: &ServerName, upstream: &str) -> Result<String, Error> {
         if upstream.is_empty() {
             return Err(Error::invalid("an upstream resource URI must not be empty"));
         }
@@ -50,11 +64,7 @@ impl ResourceUri {
                 gateway.len()
             )));
         }
-        Ok(Self {
-            server,
-            upstream: upstream.to_owned(),
-            gateway,
-        })
+        Ok(gateway)
     }
 
     /// Parses a gateway URI.
@@ -105,6 +115,11 @@ impl ResourceUri {
     /// The gateway URI as text.
     pub fn as_str(&self) -> &str {
         &self.gateway
+    }
+
+    /// The gateway URI as text, owned.
+    pub fn into_string(self) -> String {
+        self.gateway
     }
 }
 

@@ -4,17 +4,20 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use quarry_domain::{ResourceType, ResourceUri, ServerName, Timestamp};
+use quarry_domain::{ResourceType, ServerName, Timestamp};
 
 use crate::UpstreamResource;
 
 /// A listed resource with what listing order and filters need, computed once per fetch.
+///
+/// A listing can hold hundreds of thousands of entries, so the gateway URI is kept as the text
+/// [`quarry_domain::ResourceUri`] formatted, not as a second copy of the upstream URI and server name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedEntry {
     /// The resource as the upstream listed it.
     pub resource: UpstreamResource,
-    /// Its gateway URI.
-    pub uri: ResourceUri,
+    /// Its gateway URI, as [`quarry_domain::ResourceUri::as_str`] gives it.
+    pub gateway_uri: String,
     /// Its type, by the classification rules.
     pub resource_type: ResourceType,
 }

@@ -31,8 +31,9 @@ pub enum UpstreamError {
         /// The limit.
         limit: u64,
     },
-    /// The server answered with an error of its own.
-    #[error("server error {code}: {message}")]
+    /// The server answered with an error of its own (not "not found": that is
+    /// [`UpstreamError::NotFound`]). The server is up: this counts toward no circuit.
+    #[error("the server answered with error {code}: {message}")]
     Server {
         /// The JSON-RPC error code.
         code: i32,
@@ -53,7 +54,8 @@ impl UpstreamError {
             Self::NotFound(_) => ErrorCode::E002,
             Self::MethodNotFound => ErrorCode::E002,
             Self::TooLarge { .. } => ErrorCode::E008,
-            Self::Server { .. } | Self::Protocol(_) => ErrorCode::E003,
+            Self::Server { .. } => ErrorCode::E013,
+            Self::Protocol(_) => ErrorCode::E003,
         };
         Error::new(code, format!("server '{server}': {self}"))
     }

@@ -9,5 +9,6 @@
 pub mod contract;
 pub mod fakes;
 pub mod fixture;
+pub mod hostile;
 pub mod peers;
 pub mod procs;

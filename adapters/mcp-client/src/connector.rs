@@ -19,7 +19,9 @@ use tokio::{
     process::{Child, Command},
 };
 
-use crate::{guard::LineGuard, handler::UpstreamHandler, session::RmcpSession};
+use crate::{
+    correlated::Correlated, guard::LineGuard, handler::UpstreamHandler, session::RmcpSession,
+};
 
 /// Environment variables a child inherits from the gateway; everything else it gets must be
 /// configured for it explicitly. Secrets in the gateway's environment never leak to upstreams.
@@ -150,8 +152,10 @@ impl UpstreamConnector for RmcpConnector {
                 let limit = self.max_message_bytes();
                 // The guard cuts oversized lines at `limit`; rmcp's own bound sits just above, so
                 // the cut stub reaches its parser (and is ignored) rather than its discard path.
-                let transport = AsyncRwTransport::new_client(LineGuard::new(stdout, limit), stdin)
-                    .with_max_line_length(limit.saturating_add(1024));
+                let transport = Correlated::new(
+                    AsyncRwTransport::new_client(LineGuard::new(stdout, limit), stdin)
+                        .with_max_line_length(limit.saturating_add(1024)),
+                );
                 let service = tokio::time::timeout(deadline, handler.clone().serve(transport))
                     .await
                     .map_err(|_| UpstreamError::Timeout(timeout_ms))?
@@ -180,8 +184,10 @@ impl UpstreamConnector for RmcpConnector {
                     .max_sse_event_size(ceiling)
                     .reinit_on_expired_session(true);
                 config.retry_config = Arc::new(retry);
-                let transport =
-                    StreamableHttpClientTransport::with_client(self.http.clone(), config);
+                let transport = Correlated::new(StreamableHttpClientTransport::with_client(
+                    self.http.clone(),
+                    config,
+                ));
                 let service = tokio::time::timeout(deadline, handler.clone().serve(transport))
                     .await
                     .map_err(|_| UpstreamError::Timeout(timeout_ms))?

@@ -28,6 +28,9 @@ pub(crate) fn from_service(error: ServiceError, reading: bool) -> UpstreamError 
                 // Since 2026-07-28 (SEP-2164) a missing resource is -32602; older servers use it
                 // for unknown URIs as well.
                 ErrorCode::INVALID_PARAMS if reading => UpstreamError::NotFound(message),
+                // Servers that predate both answer with another code and say so in words
+                // (server-everything: -32603 "Unknown resource: ...").
+                _ if reading && says_not_found(&message) => UpstreamError::NotFound(message),
                 code => UpstreamError::Server {
                     code: code.0,
                     message,
@@ -42,4 +45,18 @@ pub(crate) fn from_service(error: ServiceError, reading: bool) -> UpstreamError 
         }
         other => UpstreamError::Protocol(sanitize_label(&other.to_string())),
     }
+}
+
+/// True when an error message says the resource does not exist.
+fn says_not_found(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "unknown resource",
+        "resource not found",
+        "no such resource",
+        "not found",
+        "does not exist",
+    ]
+    .iter()
+    .any(|phrase| m.contains(phrase))
 }

@@ -8,6 +8,7 @@
 //! stderr forwarded to the log, and killed when their session ends.
 
 mod connector;
+mod correlated;
 mod errors;
 mod guard;
 mod handler;

@@ -4,7 +4,7 @@ use std::{collections::HashSet, future::Future, sync::Mutex as SyncMutex, time::
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use quarry_domain::{Body, Content, ServerSpec, Timestamp, sanitize_label};
+use quarry_domain::{Body, Content, ServerSpec, Timestamp, sanitize_label, sanitize_mime_type};
 use quarry_ports::{
     Fetched, UpstreamError, UpstreamListing, UpstreamResource, UpstreamSession, UpstreamTemplate,
 };
@@ -157,7 +157,7 @@ impl UpstreamSession for RmcpSession {
                 name: sanitize_label(&r.name),
                 title: optional_label(r.title.as_ref()),
                 description: optional_label(r.description.as_ref()),
-                mime_type: r.mime_type,
+                mime_type: r.mime_type.as_deref().and_then(sanitize_mime_type),
                 size: r.size,
                 uri: r.uri,
             })
@@ -185,7 +185,7 @@ impl UpstreamSession for RmcpSession {
                 .map(|t| UpstreamTemplate {
                     name: sanitize_label(&t.name),
                     description: optional_label(t.description.as_ref()),
-                    mime_type: t.mime_type,
+                    mime_type: t.mime_type.as_deref().and_then(sanitize_mime_type),
                     uri_template: t.uri_template,
                 })
                 .collect()),
@@ -228,7 +228,7 @@ impl UpstreamSession for RmcpSession {
             ResourceContents::TextResourceContents {
                 mime_type, text, ..
             } => Content {
-                mime_type,
+                mime_type: mime_type.as_deref().and_then(sanitize_mime_type),
                 body: Body::Text(text),
             },
             ResourceContents::BlobResourceContents {
@@ -240,7 +240,7 @@ impl UpstreamSession for RmcpSession {
                         UpstreamError::Protocol(format!("blob is not valid base64: {e}"))
                     })?;
                 Content {
-                    mime_type,
+                    mime_type: mime_type.as_deref().and_then(sanitize_mime_type),
                     body: Body::Blob(bytes),
                 }
             }

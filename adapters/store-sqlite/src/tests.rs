@@ -1,31 +1,15 @@
 //! What only the SQLite store shows: files that survive a restart, several connections on one
 //! file, migrations of older files. The ports' contracts run here too (see `contract`).
 
+use quarry_testkit::contract::versions::{at, digest_of, key, text};
+
 use super::*;
 
-fn key(uri: &str) -> ResourceKey {
-    ResourceKey::new(ServerName::parse("docs").unwrap(), uri)
-}
-
-fn text(t: &str) -> Content {
-    Content {
-        mime_type: Some("text/plain".into()),
-        body: Body::Text(t.into()),
-    }
-}
-
-fn digest_of(t: &str) -> Digest {
-    // Any injective stand-in works for the store; the app hashes with SHA-256.
-    let mut d = [0u8; 32];
-    for (i, b) in t.bytes().enumerate() {
-        d[i % 32] ^= b.wrapping_add(i as u8);
-    }
-    d[31] = t.len() as u8;
-    Digest::new(d)
-}
-
-fn at(secs: i64) -> Timestamp {
-    Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
+/// Two stores on one file: two processes, as far as SQLite is concerned.
+async fn two_on(path: &std::path::Path) -> (SqliteStore, SqliteStore) {
+    let one = SqliteStore::open(path, Retention::default()).await.unwrap();
+    let two = SqliteStore::open(path, Retention::default()).await.unwrap();
+    (one, two)
 }
 
 #[tokio::test]
@@ -52,35 +36,12 @@ async fn history_survives_a_restart() {
 }
 
 mod registry {
-    use std::{collections::BTreeMap, time::Duration};
+    use std::time::Duration;
 
-    use quarry_domain::{
-        Endpoint, IdempotencyKey, RetryPolicy, ServerName, ServerSettings, ServerSpec,
-    };
+    use quarry_domain::IdempotencyKey;
     use quarry_ports::{IdempotencyStore, Reservation, ServerRegistry};
 
     use super::*;
-
-    fn stdio(name: &str) -> ServerSettings {
-        let mut spec = ServerSpec::new(
-            ServerName::parse(name).unwrap(),
-            Endpoint::Stdio {
-                command: "node".into(),
-                args: vec!["server.js".into(), "--flag".into()],
-                env: BTreeMap::from([("MODE".into(), "test".into())]),
-                cwd: Some("/tmp".into()),
-            },
-        );
-        spec.timeout = Duration::from_millis(2500);
-        ServerSettings {
-            spec,
-            retry: RetryPolicy {
-                attempts: 2,
-                delay: Duration::from_millis(500),
-            },
-            pool_size: 3,
-        }
-    }
 
     #[tokio::test]
     async fn servers_and_their_generation_survive_a_restart() {
@@ -89,7 +50,7 @@ mod registry {
         let store = SqliteStore::open(&path, Retention::default())
             .await
             .unwrap();
-        let a = stdio("alpha");
+        let a = quarry_testkit::contract::registry::stdio_server("alpha");
         let g1 = store.save(&a, at(0)).await.unwrap();
         store.close().await;
         let reopened = SqliteStore::open(&path, Retention::default())
@@ -97,34 +58,6 @@ mod registry {
             .unwrap();
         assert_eq!(reopened.servers().await.unwrap(), vec![a.clone()]);
         assert_eq!(reopened.generation().await.unwrap(), g1);
-    }
-
-    #[tokio::test]
-    async fn a_reservation_made_by_one_connection_holds_for_another() {
-        // Two stores on one file are two processes as far as SQLite is concerned.
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.db");
-        let one = SqliteStore::open(&path, Retention::default())
-            .await
-            .unwrap();
-        let two = SqliteStore::open(&path, Retention::default())
-            .await
-            .unwrap();
-        let key = IdempotencyKey::parse("k").unwrap();
-        let hour = Duration::from_secs(3600);
-        assert_eq!(
-            one.reserve("t", &key, "d", at(0), hour).await.unwrap(),
-            Reservation::Granted
-        );
-        assert_eq!(
-            two.reserve("t", &key, "d", at(1), hour).await.unwrap(),
-            Reservation::Pending
-        );
-        one.complete("t", &key, "{}", at(2)).await.unwrap();
-        assert!(matches!(
-            two.reserve("t", &key, "d", at(3), hour).await.unwrap(),
-            Reservation::Done(r) if r.result == "{}"
-        ));
     }
 
     #[tokio::test]
@@ -223,13 +156,7 @@ mod contract {
     #[tokio::test]
     async fn a_sqlite_file_keeps_the_idempotency_contract_across_connections() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.db");
-        let one = SqliteStore::open(&path, Retention::default())
-            .await
-            .unwrap();
-        let two = SqliteStore::open(&path, Retention::default())
-            .await
-            .unwrap();
+        let (one, two) = two_on(&dir.path().join("q.db")).await;
         contract::idempotency::check_shared(Arc::new(one), Arc::new(two)).await;
     }
 }

@@ -5,7 +5,7 @@ use quarry_testkit::peers;
 use rmcp::{ServiceExt, model::ClientConfig, transport::TokioChildProcess};
 use serde_json::json;
 
-use crate::support::{call, gateway};
+use crate::support::{call, call_error, gateway};
 
 // The acceptance: the 100-resource paginated server-everything lists all 100 and every one
 // reads correctly (odd text, even blob), byte for byte what a direct client reads.
@@ -68,6 +68,24 @@ async fn server_everything_lists_all_100_and_every_read_matches_a_direct_read() 
             other => panic!("{other:?}"),
         }
     }
+    // server-everything answers an unknown resource with -32603 "Unknown resource: ...": that is
+    // "not found" (E002), not an unreachable server, and the server stays connected.
+    for _ in 0..6 {
+        let (code, message) = call_error(
+            &client,
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://everything/test_3A//static/resource/100000"}),
+        )
+        .await;
+        assert_eq!(code, "E002", "{message}");
+    }
+    let status = call(
+        &client,
+        "list_mcp_resources",
+        json!({"server": "everything", "limit": 1}),
+    )
+    .await;
+    assert_eq!(status["servers"][0]["status"], "connected", "{status}");
     direct.cancel().await.unwrap();
     client.cancel().await.unwrap();
 }

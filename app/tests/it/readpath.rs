@@ -285,3 +285,33 @@ async fn the_cli_reads_versions_and_lists_history() {
     let bad = quarry(&["read", "--version", "v7", uri]).await;
     assert_eq!(bad.status.code(), Some(12));
 }
+
+// traces: AV-4 — a stampede on a fresh gateway: 10,000 concurrent reads of 100 resources all
+// succeed, and concurrent misses share upstream reads, so the upstream (counting at the fixture)
+// is read at most once per resource.
+#[tokio::test(flavor = "multi_thread")]
+async fn av_4_a_cold_stampede_reads_each_upstream_resource_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = http_fixture("notes", 100).await;
+    let client = std::sync::Arc::new(gateway(dir.path(), &http_server("notes", &notes.url)).await);
+    let reads: Vec<_> = (0..10_000)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let uri = format!("mcp://notes/fixture_3A//item/{}", i % 100 + 1);
+                client
+                    .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+                    .await
+            })
+        })
+        .collect();
+    for r in reads {
+        let result = r.await.unwrap().unwrap();
+        assert_eq!(result.contents.len(), 1);
+    }
+    let upstream_reads = notes.server.reads();
+    assert_eq!(
+        upstream_reads, 100,
+        "upstream reads for 10,000 reads of 100 resources"
+    );
+}

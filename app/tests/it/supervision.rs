@@ -283,6 +283,26 @@ async fn rc_6_a_protocol_violating_upstream_affects_only_its_own_requests() {
     client.cancel().await.unwrap();
 }
 
+// traces: RC-6 — a response with an id nobody asked for, sent during the handshake, is dropped:
+// the server works (before, every connection attempt failed and the server never did).
+#[tokio::test(flavor = "multi_thread")]
+async fn rc_6_a_stray_response_during_the_handshake_does_not_stop_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = quarry_testkit::hostile::server_section("hostile", &["--stray-id-on-init"], "");
+    let client = gateway(dir.path(), &config).await;
+    let listing = call(&client, "list_mcp_resources", json!({"server": "hostile"})).await;
+    assert_eq!(listing["total_count"], 1, "{listing}");
+    assert_eq!(listing["servers"][0]["status"], "connected", "{listing}");
+    let one = call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://hostile/hostile_3A//one"}),
+    )
+    .await;
+    assert_eq!(one["content"], "one");
+    client.cancel().await.unwrap();
+}
+
 // traces: AV-7 — on SIGTERM, a request in flight is answered before the gateway exits, and its
 // upstream processes stop with it.
 #[tokio::test(flavor = "multi_thread")]

@@ -4,7 +4,8 @@
 //! mode), [`list`](crate::list) (across servers, each under its deadline), `versions`,
 //! `registry` (servers added at runtime), `purge`, `idempotency` — and the upstream supervision
 //! they share: `upstream` (one server's pool, circuit breaker and supervisor, reached through a
-//! single `call`) and `upstreams` (every registered server).
+//! single `call`) and `upstreams` (every registered server). `flights` lets concurrent misses
+//! share one upstream call.
 //!
 //! Architecture invariant: this crate depends on `quarry-domain` and `quarry-ports` only among
 //! workspace crates; it names no adapter, reads no clock (the [`Clock`](quarry_ports::Clock) port
@@ -13,6 +14,7 @@
 //! [`ResourceGateway`]: quarry_ports::ResourceGateway
 
 mod excerpt;
+mod flights;
 mod idempotency;
 mod invalidation;
 mod list;

@@ -24,7 +24,7 @@ use crate::{
 
 /// What one server's listing gave: its entries, whether it was cut short, and when the cached
 /// listing it came from was fetched (`None`: fetched now).
-type ServerListing = (Arc<Vec<ListedEntry>>, bool, Option<Timestamp>);
+pub(crate) type ServerListing = (Arc<Vec<ListedEntry>>, bool, Option<Timestamp>);
 
 /// A listed resource before it is built in full: what ordering and filtering need.
 struct Candidate<'a> {
@@ -37,7 +37,7 @@ impl Listed for Candidate<'_> {
         self.entry.resource.last_modified
     }
     fn gateway_uri(&self) -> &str {
-        self.entry.uri.as_str()
+        &self.entry.gateway_uri
     }
     fn resource_type(&self) -> ResourceType {
         self.entry.resource_type
@@ -85,7 +85,9 @@ impl ResourceService {
             if !versions.contains_key(name) {
                 versions.insert(name.clone(), self.known_versions(name).await);
             }
-            let mut resource = self.to_resource(c.upstream, c.entry);
+            let Some(mut resource) = self.to_resource(c.upstream, c.entry) else {
+                continue;
+            };
             if let Some((latest, first_seen)) = versions
                 .get(name)
                 .and_then(|v| v.get(&c.entry.resource.uri))
@@ -130,22 +132,48 @@ impl ResourceService {
     }
 
     /// Lists one server under its deadline (from its cached listing when allowed and fresh),
-    /// recording what happened in its status.
+    /// recording what happened in its status. Concurrent misses share one listing.
     pub(crate) async fn list_one(
         &self,
-        upstream: &Upstream,
+        upstream: &Arc<Upstream>,
         use_cache: bool,
     ) -> Result<ServerListing, UpstreamError> {
-        let caching = self.options.cache_enabled;
-        if caching
-            && use_cache
-            && let Some(hit) = self.listings.get(upstream.name(), self.clock.now()).await
-        {
+        let caching = self.options.cache_enabled && use_cache;
+        if caching && let Some(hit) = self.listings.get(upstream.name(), self.clock.now()).await {
             return Ok((hit.resources, hit.truncated, Some(hit.fetched_at)));
         }
+        if caching && let Some(this) = self.owned() {
+            let u = upstream.clone();
+            return self
+                .listing_flights
+                .run(
+                    upstream.name().clone(),
+                    move || async move {
+                        // The flight before this one may have cached it since this caller looked.
+                        let now = this.clock.now();
+                        if let Some(hit) = this.listings.get(u.name(), now).await {
+                            return Ok((hit.resources, hit.truncated, Some(hit.fetched_at)));
+                        }
+                        this.list_fresh(&u).await
+                    },
+                    || {
+                        Err(UpstreamError::Unreachable(
+                            "the listing was cancelled".into(),
+                        ))
+                    },
+                )
+                .await;
+        }
+        self.list_fresh(upstream).await
+    }
+
+    /// Lists one server afresh and caches the listing (unless it changed meanwhile).
+    async fn list_fresh(&self, upstream: &Upstream) -> Result<ServerListing, UpstreamError> {
+        let caching = self.options.cache_enabled;
         let attempts = Attempts {
             retries: 0,
             deadline: Some(upstream.settings.spec.timeout),
+            total: Some(upstream.settings.spec.timeout),
         };
         let outcome = upstream
             .call(attempts, |session| async move {
@@ -161,24 +189,14 @@ impl ResourceService {
             }
         };
         let now = self.clock.now();
-        upstream.listed(listing.resources.len() as u64);
-        let classifier = &self.options.classifier;
         let name = upstream.name();
-        let resources = Arc::new(
-            listing
-                .resources
-                .into_iter()
-                // Upstream URIs without a gateway URI (empty, NUL) are left out.
-                .filter_map(|r| {
-                    let uri = ResourceUri::new(name.clone(), &r.uri).ok()?;
-                    Some(ListedEntry {
-                        uri,
-                        resource_type: classifier.type_of(&r.uri, r.mime_type.as_deref()),
-                        resource: r,
-                    })
-                })
-                .collect::<Vec<_>>(),
-        );
+        let listed = listing.resources.len();
+        let resources = Arc::new(self.entries(name, listing.resources, now));
+        let left_out = listed - resources.len();
+        if left_out > 0 {
+            tracing::warn!(server = %name, left_out, "listing entries left out: duplicates, or URIs that could not be read back");
+        }
+        upstream.listed(resources.len() as u64);
         if caching && self.invalidator.unchanged_since(name, epoch).await {
             let cached = CachedListing {
                 resources: resources.clone(),
@@ -191,9 +209,49 @@ impl ResourceService {
         Ok((resources, listing.truncated, None))
     }
 
-    fn to_resource(&self, upstream: &Upstream, entry: &ListedEntry) -> Resource {
+    /// The listing's entries as the gateway publishes them: each gateway URI once (the first
+    /// entry wins, within and across pages), without upstream URIs that could not be read back
+    /// (empty, NUL, `.`/`..` segments, too long), and with a `lastModified` in the future taken
+    /// as now, so a hostile server cannot sort its entries to the top.
+    fn entries(
+        &self,
+        server: &ServerName,
+        listed: Vec<quarry_ports::UpstreamResource>,
+        now: Timestamp,
+    ) -> Vec<ListedEntry> {
+        let classifier = &self.options.classifier;
+        // A gateway URI is a bijection of the upstream URI, so duplicates are found on the
+        // upstream's strings, borrowed: no copy of half a million URIs.
+        let keep: Vec<bool> = {
+            let mut seen = HashSet::with_capacity(listed.len());
+            listed.iter().map(|r| seen.insert(r.uri.as_str())).collect()
+        };
+        listed
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(mut r, first)| {
+                if !first {
+                    return None;
+                }
+                let gateway_uri = ResourceUri::gateway_text(server, &r.uri).ok()?;
+                if r.last_modified.is_some_and(|t| t > now) {
+                    r.last_modified = Some(now);
+                }
+                Some(ListedEntry {
+                    gateway_uri,
+                    resource_type: classifier.type_of(&r.uri, r.mime_type.as_deref()),
+                    resource: r,
+                })
+            })
+            .collect()
+    }
+
+    /// The full resource of a listed entry (for the page only). `None` only if the entry's URI
+    /// no longer makes a gateway URI, which `entries` already ruled out.
+    fn to_resource(&self, upstream: &Upstream, entry: &ListedEntry) -> Option<Resource> {
         let spec = &upstream.settings.spec;
         let r = &entry.resource;
+        let uri = ResourceUri::new(spec.name.clone(), &r.uri).ok()?;
         let classified = self
             .options
             .classifier
@@ -217,8 +275,8 @@ impl ResourceService {
         } else {
             r.name.clone()
         };
-        Resource {
-            uri: entry.uri.clone(),
+        Some(Resource {
+            uri,
             name,
             resource_type: classified.resource_type,
             size: r.size,
@@ -228,7 +286,7 @@ impl ResourceService {
             version: None,
             is_protected: false,
             metadata,
-        }
+        })
     }
 
     /// `resources/templates/list`: every server's templates as gateway templates; a failing
@@ -239,6 +297,7 @@ impl ResourceService {
             let attempts = Attempts {
                 retries: 0,
                 deadline: Some(u.settings.spec.timeout),
+                total: Some(u.settings.spec.timeout),
             };
             u.call(
                 attempts,

@@ -5,11 +5,14 @@
 //! upstream's `ttlMs` allow, per principal when the upstream marks it private) and subscribes to
 //! the upstream's change notifications. Cached bytes are re-hashed before they are served; a
 //! corrupt entry is dropped and refetched. With the upstream down, expired cached content is
-//! served marked stale, with the upstream's error beside it.
+//! served marked stale, with the upstream's error beside it. Concurrent misses of one content
+//! (for one principal) share one upstream read.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
-use quarry_domain::{Error, ErrorCode, ReadResourceResult, Timestamp};
+use quarry_domain::{
+    Content, Error, ErrorCode, Principal, ReadResourceResult, ResourceVersion, Timestamp,
+};
 use quarry_ports::{CachedContent, Fetched, ReadRequest, ResourceKey};
 
 use crate::{
@@ -17,6 +20,15 @@ use crate::{
     excerpt::{Provenance, excerpt},
     upstream::{Attempts, Upstream},
 };
+
+/// What one upstream read produced, shared by every caller that missed at once.
+#[derive(Debug)]
+pub(crate) struct Kept {
+    content: Content,
+    version: Option<ResourceVersion>,
+    /// When the content was fetched, if it came from the cache after all.
+    cached_at: Option<Timestamp>,
+}
 
 fn is_upstream_down(e: &Error) -> bool {
     matches!(e.code(), ErrorCode::E003 | ErrorCode::E009)
@@ -43,8 +55,48 @@ impl ResourceService {
                 return excerpt(&request, &hit.content, how);
             }
         }
-        let (fetched, epoch) = match self.fetch(&upstream, request.uri.upstream()).await {
-            Ok(done) => done,
+        let kept = if caching && let Some(this) = self.owned() {
+            let (u, k, r) = (upstream.clone(), key.clone(), request.clone());
+            self.content_flights
+                .run(
+                    (key.clone(), request.principal.clone()),
+                    move || async move {
+                        // The flight before this one may have cached it since this caller
+                        // looked: then it is served from there, not fetched again.
+                        let checked = ReadRequest {
+                            validate_checksum: true,
+                            ..r
+                        };
+                        let now = this.clock.now();
+                        if let Some(hit) = this
+                            .usable(&k, this.cache.get(&k, now).await, &checked)
+                            .await
+                        {
+                            return Ok(Arc::new(Kept {
+                                content: hit.content,
+                                version: hit.version,
+                                cached_at: Some(hit.cached_at),
+                            }));
+                        }
+                        this.fetch_and_keep(&u, &k, &checked.principal).await
+                    },
+                    || Err(Error::internal()),
+                )
+                .await
+        } else {
+            self.fetch_and_keep(&upstream, &key, &request.principal)
+                .await
+        };
+        match kept {
+            Ok(kept) => excerpt(
+                &request,
+                &kept.content,
+                Provenance {
+                    cached_at: kept.cached_at,
+                    stale: None,
+                    version: kept.version.clone(),
+                },
+            ),
             Err(e) if caching && is_upstream_down(&e) => {
                 let stale = self.cache.get_stale(&key).await;
                 let Some(entry) = self.usable(&key, stale, &request).await else {
@@ -56,15 +108,26 @@ impl ResourceService {
                     stale: Some(e),
                     version: entry.version.clone(),
                 };
-                return excerpt(&request, &entry.content, how);
+                excerpt(&request, &entry.content, how)
             }
-            Err(e) => return Err(e),
-        };
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Fetches the content from the upstream, records its version and caches it (unless a
+    /// change was announced while the fetch was in flight).
+    async fn fetch_and_keep(
+        &self,
+        upstream: &Upstream,
+        key: &ResourceKey,
+        principal: &Principal,
+    ) -> Result<Arc<Kept>, Error> {
+        let (fetched, epoch) = self.fetch(upstream, &key.upstream_uri).await?;
         let now = self.clock.now();
         let digest = self.hasher.sha256(fetched.content.bytes());
         let version = match self
             .versions
-            .record(&key, digest, &fetched.content, now)
+            .record(key, digest, &fetched.content, now)
             .await
         {
             Ok(recorded) => {
@@ -90,20 +153,17 @@ impl ResourceService {
                 content: fetched.content.clone(),
                 digest,
                 version: version.clone(),
-                partition: fetched.private.then(|| request.principal.clone()),
+                partition: fetched.private.then(|| principal.clone()),
                 cached_at: now,
                 expires_at: self.ttl_until(now, fetched.ttl),
             };
-            self.cache.put(key, entry).await;
+            self.cache.put(key.clone(), entry).await;
         }
-        excerpt(
-            &request,
-            &fetched.content,
-            Provenance {
-                version,
-                ..Provenance::default()
-            },
-        )
+        Ok(Arc::new(Kept {
+            content: fetched.content,
+            version,
+            cached_at: None,
+        }))
     }
 
     /// When content or a listing fetched at `now` stops being fresh: the configured TTL, or the
@@ -120,9 +180,12 @@ impl ResourceService {
     /// Also returns the server's invalidation epoch, taken once the session was established and
     /// subscribed, before the read.
     async fn fetch(&self, upstream: &Upstream, uri: &str) -> Result<(Fetched, Option<u64>), Error> {
+        // The session bounds each request by the server's timeout; the whole read, retries
+        // included, gets no more.
         let attempts = Attempts {
             retries: upstream.settings.retry.attempts,
             deadline: None,
+            total: Some(upstream.settings.spec.timeout),
         };
         upstream
             .call(attempts, |session| async move {

@@ -5,7 +5,7 @@
 
 use std::{
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, Weak,
         atomic::{AtomicBool, Ordering},
     },
     time::Duration,
@@ -13,19 +13,22 @@ use std::{
 
 use async_trait::async_trait;
 use quarry_domain::{
-    Classifier, Error, IdempotencyKey, ListQuery, ListResourcesResult, ReadResourceResult,
-    ResourceUri, ResourceVersion, ServerName, ServerSettings, ServerStatus,
+    Classifier, Error, IdempotencyKey, ListQuery, ListResourcesResult, Principal,
+    ReadResourceResult, ResourceUri, ResourceVersion, ServerName, ServerSettings, ServerStatus,
 };
 use quarry_ports::{
     Clock, ContentCache, ContentHasher, GatewayTemplate, IdempotencyStore, InvalidationBus,
-    ListingCache, PurgeReport, ReadRequest, RemovedServer, Requester, ResourceGateway,
-    ServerRegistry, UpstreamConnector, VersionStore,
+    ListingCache, PurgeReport, ReadRequest, RemovedServer, Requester, ResourceGateway, ResourceKey,
+    ServerRegistry, UpstreamConnector, UpstreamError, VersionStore,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    flights::Flights,
     idempotency::Idempotency,
     invalidation::Invalidator,
+    list::ServerListing,
+    read::Kept,
     registry::RegistrySeen,
     upstream::{Upstream, Wiring},
     upstreams::Upstreams,
@@ -113,13 +116,19 @@ pub struct ResourceService {
     pub(crate) invalidator: Arc<Invalidator>,
     pub(crate) idempotency: Idempotency,
     pub(crate) registry_seen: Mutex<RegistrySeen>,
+    /// Concurrent misses of one content (per principal) share one upstream read.
+    pub(crate) content_flights: Flights<(ResourceKey, Principal), Result<Arc<Kept>, Error>>,
+    /// Concurrent misses of one server's listing share one listing.
+    pub(crate) listing_flights: Flights<ServerName, Result<ServerListing, UpstreamError>>,
+    /// This service, for the calls it shares among callers (they run as tasks of their own).
+    me: Weak<ResourceService>,
     supervising: AtomicBool,
     stop: CancellationToken,
 }
 
 impl ResourceService {
     /// A service over the configured `servers`, reaching the world through `ports`.
-    pub fn new(servers: Vec<ServerSettings>, ports: Ports, options: ServiceOptions) -> Self {
+    pub fn new(servers: Vec<ServerSettings>, ports: Ports, options: ServiceOptions) -> Arc<Self> {
         let invalidator = Arc::new(Invalidator::new(
             ports.cache.clone(),
             ports.listings.clone(),
@@ -131,7 +140,7 @@ impl ResourceService {
             clock: ports.clock.clone(),
             supervision: options.supervision,
         };
-        Self {
+        Arc::new_cyclic(|me| Self {
             upstreams: Upstreams::new(servers, wiring),
             cache: ports.cache,
             listings: ports.listings,
@@ -147,9 +156,17 @@ impl ResourceService {
             options,
             invalidator,
             registry_seen: Mutex::new(RegistrySeen::default()),
+            content_flights: Flights::default(),
+            listing_flights: Flights::default(),
+            me: me.clone(),
             supervising: AtomicBool::new(false),
             stop: CancellationToken::new(),
-        }
+        })
+    }
+
+    /// This service, owned: for work that must outlive the caller that started it.
+    pub(crate) fn owned(&self) -> Option<Arc<Self>> {
+        self.me.upgrade()
     }
 
     /// Starts supervising every upstream: connect now, reconnect on the backoff schedule after a

@@ -46,6 +46,8 @@ pub(crate) struct Attempts {
     /// A deadline for each attempt, connection included, beyond the session's own per-request
     /// timeout.
     pub(crate) deadline: Option<Duration>,
+    /// A deadline for the whole call, retries and their delays included.
+    pub(crate) total: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -68,6 +70,8 @@ pub(crate) struct Upstream {
     wake: tokio::sync::Notify,
     /// Cancelled when the server is unregistered: its supervisor stops.
     retired: CancellationToken,
+    /// This upstream, for checks that outlive the request that started them.
+    me: std::sync::Weak<Upstream>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -87,12 +91,12 @@ fn timeout_error(deadline: Duration) -> UpstreamError {
 }
 
 impl Upstream {
-    pub(crate) fn new(settings: ServerSettings, wiring: Wiring) -> Self {
+    pub(crate) fn new(settings: ServerSettings, wiring: Wiring) -> Arc<Self> {
         let backoff = Backoff {
             policy: settings.retry,
             jitter: wiring.supervision.jitter,
         };
-        Self {
+        Arc::new_cyclic(|me| Self {
             pool: Pool::new(settings.pool_size),
             breaker: Breaker::new(
                 wiring.supervision.circuit_threshold,
@@ -104,7 +108,8 @@ impl Upstream {
             status: Mutex::new(StatusRecord::default()),
             wake: tokio::sync::Notify::new(),
             retired: CancellationToken::new(),
-        }
+            me: me.clone(),
+        })
     }
 
     /// The server's name.
@@ -113,7 +118,12 @@ impl Upstream {
     }
 
     /// Runs `op` on a session of this server: fails fast while the circuit is open, records the
-    /// outcome, retries a dead connection as `attempts` says.
+    /// outcome, retries a dead connection as `attempts` says, all within `attempts.total`.
+    ///
+    /// A connection that cannot be made is retried on the server's schedule; a session that died
+    /// during the request is retried at most once (on a new session: the request may be what
+    /// kills it). A request that timed out on a session is no failure of the server until the
+    /// session fails a ping too: until then the session takes no new requests.
     pub(crate) async fn call<T, F, Fut>(
         &self,
         attempts: Attempts,
@@ -123,36 +133,103 @@ impl Upstream {
         F: Fn(Arc<dyn UpstreamSession>) -> Fut,
         Fut: Future<Output = Result<T, UpstreamError>>,
     {
-        let mut retry = 0;
-        loop {
-            let attempt = async {
-                let lease = self.lease().await?;
-                op(lease.session()).await
-            };
-            let outcome = match attempts.deadline {
-                Some(d) => tokio::time::timeout(d, attempt)
-                    .await
-                    .unwrap_or_else(|_| Err(timeout_error(d))),
-                None => attempt.await,
-            };
-            match outcome {
-                Ok(value) => {
-                    self.used();
-                    return Ok(value);
-                }
-                Err(e) => {
-                    self.failed(&e);
-                    if matches!(e, UpstreamError::Unreachable(_)) && retry < attempts.retries {
-                        retry += 1;
-                        let delay = self.settings.retry.delay_before(retry);
-                        tracing::info!(server = %self.name(), attempt = retry, ?delay, "retrying after: {e}");
-                        tokio::time::sleep(delay).await;
-                        continue;
+        let started = self.wiring.clock.monotonic();
+        let all = async {
+            let mut retries = 0;
+            let mut deaths = 0;
+            loop {
+                let (outcome, session) = self.attempt(&op, attempts.deadline).await;
+                let e = match outcome {
+                    Ok(value) => {
+                        self.used();
+                        return Ok(value);
                     }
+                    Err(e) => e,
+                };
+                match (&e, session) {
+                    (UpstreamError::Timeout(_), Some(session)) => {
+                        self.check_after_timeout(session).await;
+                        return Err(e);
+                    }
+                    (UpstreamError::Unreachable(_), Some(_)) => deaths += 1,
+                    _ => {}
+                }
+                self.failed(&e);
+                let retry = matches!(e, UpstreamError::Unreachable(_))
+                    && retries < attempts.retries
+                    && deaths <= 1;
+                if !retry {
                     return Err(e);
                 }
+                retries += 1;
+                let delay = if deaths > 0 {
+                    Duration::ZERO
+                } else {
+                    self.settings.retry.delay_before(retries)
+                };
+                // Retry only within the call's time: past it, the last failure is the answer.
+                let elapsed = self.wiring.clock.monotonic().saturating_sub(started);
+                if attempts.total.is_some_and(|total| elapsed + delay >= total) {
+                    return Err(e);
+                }
+                tracing::info!(server = %self.name(), attempt = retries, ?delay, "retrying after: {e}");
+                tokio::time::sleep(delay).await;
             }
+        };
+        match attempts.total {
+            Some(total) => tokio::time::timeout(total, all)
+                .await
+                .unwrap_or_else(|_| Err(timeout_error(total))),
+            None => all.await,
         }
+    }
+
+    /// One try: a lease and `op` on its session, within `deadline`. The session is returned when
+    /// the request reached one.
+    async fn attempt<T, F, Fut>(
+        &self,
+        op: &F,
+        deadline: Option<Duration>,
+    ) -> (Result<T, UpstreamError>, Option<Arc<dyn UpstreamSession>>)
+    where
+        F: Fn(Arc<dyn UpstreamSession>) -> Fut,
+        Fut: Future<Output = Result<T, UpstreamError>>,
+    {
+        let run = async {
+            let lease = match self.lease().await {
+                Ok(lease) => lease,
+                Err(e) => return (Err(e), None),
+            };
+            let session = lease.session();
+            let result = op(session.clone()).await;
+            drop(lease);
+            (result, Some(session))
+        };
+        match deadline {
+            Some(d) => tokio::time::timeout(d, run)
+                .await
+                .unwrap_or_else(|_| (Err(timeout_error(d)), None)),
+            None => run.await,
+        }
+    }
+
+    /// A request on `session` went past its deadline: the session takes no new requests while
+    /// a ping (in the background, so the caller is answered now) tells whether it still answers.
+    /// If it does, the timeout was about one resource; if not, the session is replaced and that
+    /// counts as a failure of the server.
+    async fn check_after_timeout(&self, session: Arc<dyn UpstreamSession>) {
+        self.pool.set_suspect(&session, true).await;
+        let Some(me) = self.me.upgrade() else { return };
+        tokio::spawn(async move {
+            match session.ping().await {
+                Ok(()) => me.pool.set_suspect(&session, false).await,
+                Err(e) => {
+                    tracing::warn!(server = %me.name(), "a session that timed out fails its ping too; replacing it: {e}");
+                    me.pool.evict(&session).await;
+                    me.failed(&e);
+                }
+            }
+        });
     }
 
     /// A session for one request. Fails fast while the circuit is open.
@@ -225,7 +302,13 @@ impl Upstream {
     pub(crate) fn status(&self) -> ServerStatus {
         let r = lock(&self.status).clone();
         let spec = &self.settings.spec;
+        let open = self
+            .breaker
+            .open_until(self.wiring.clock.monotonic())
+            .is_some();
         let status = match (r.connected, &r.last_error) {
+            // Requests fail fast while the circuit is open, whatever sessions are left.
+            _ if open => ConnectionStatus::Error,
             (true, _) => ConnectionStatus::Connected,
             (false, Some(_)) => ConnectionStatus::Error,
             (false, None) => ConnectionStatus::Disconnected,

@@ -22,7 +22,7 @@ impl Upstreams {
         let configured = settings.iter().map(|s| s.name().clone()).collect();
         let mut servers: Vec<Arc<Upstream>> = settings
             .into_iter()
-            .map(|s| Arc::new(Upstream::new(s, wiring.clone())))
+            .map(|s| Upstream::new(s, wiring.clone()))
             .collect();
         servers.sort_by(|a, b| a.name().cmp(b.name()));
         Self {
@@ -81,7 +81,7 @@ impl Upstreams {
                 settings.spec.id
             )));
         }
-        let upstream = Arc::new(Upstream::new(settings, self.wiring.clone()));
+        let upstream = Upstream::new(settings, self.wiring.clone());
         servers.push(upstream.clone());
         servers.sort_by(|a, b| a.name().cmp(b.name()));
         Ok(upstream)

@@ -10,7 +10,8 @@ use quarry_ports::{
     ListingCache, ResourceKey, UpstreamResource,
 };
 
-fn t(secs: i64) -> Timestamp {
+/// A fixed instant plus `secs`.
+pub fn t(secs: i64) -> Timestamp {
     chrono::Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
 }
 
@@ -18,11 +19,13 @@ fn server(name: &str) -> ServerName {
     ServerName::parse(name).unwrap()
 }
 
-fn key(i: usize) -> ResourceKey {
+/// Resource number `i` of server `s`.
+pub fn key(i: usize) -> ResourceKey {
     ResourceKey::new(server("s"), format!("r://{i}"))
 }
 
-fn entry(size: usize, at: i64, ttl: i64) -> CachedContent {
+/// An entry of `size` bytes cached at `t(at)` for `ttl` seconds.
+pub fn entry(size: usize, at: i64, ttl: i64) -> CachedContent {
     CachedContent {
         content: Content {
             mime_type: None,
@@ -101,7 +104,7 @@ fn listing(n: usize, at: i64, ttl: i64) -> CachedListing {
         .map(|i| {
             let uri = format!("file:///{i}");
             ListedEntry {
-                uri: ResourceUri::new(server("s"), &uri).unwrap(),
+                gateway_uri: ResourceUri::new(server("s"), &uri).unwrap().into_string(),
                 resource_type: ResourceType::File,
                 resource: UpstreamResource {
                     uri,

@@ -7,7 +7,8 @@ use chrono::TimeZone;
 use quarry_domain::{Endpoint, RetryPolicy, ServerId, ServerName, ServerSettings, ServerSpec};
 use quarry_ports::{ServerRegistry, StoreError};
 
-fn stdio(name: &str) -> ServerSettings {
+/// A stdio server with every field set to something other than its default (sample data).
+pub fn stdio_server(name: &str) -> ServerSettings {
     let mut spec = ServerSpec::new(
         ServerName::parse(name).unwrap(),
         Endpoint::Stdio {
@@ -41,7 +42,7 @@ fn http(name: &str) -> ServerSettings {
 pub async fn check(registry: impl ServerRegistry) {
     let at = chrono::Utc.timestamp_opt(1_800_000_000, 0).unwrap();
     let g0 = registry.generation().await.unwrap();
-    let a = stdio("alpha");
+    let a = stdio_server("alpha");
     let b = http("beta");
     let g1 = registry.save(&a, at).await.unwrap();
     let g2 = registry.save(&b, at).await.unwrap();

@@ -37,11 +37,13 @@ pub async fn check<S: VersionStore + 'static>(make: impl Maker<S>) {
     concurrent_recorders_never_share_a_number(&make).await;
 }
 
-fn key(uri: &str) -> ResourceKey {
+/// A resource of server `docs` (sample data for store tests).
+pub fn key(uri: &str) -> ResourceKey {
     ResourceKey::new(ServerName::parse("docs").unwrap(), uri)
 }
 
-fn text(t: &str) -> Content {
+/// Plain-text content.
+pub fn text(t: &str) -> Content {
     Content {
         mime_type: Some("text/plain".into()),
         body: Body::Text(t.into()),
@@ -52,8 +54,9 @@ fn n(v: u32) -> VersionNumber {
     VersionNumber::new(v).unwrap()
 }
 
-fn digest_of(t: &str) -> Digest {
-    // Any injective stand-in works for the store; the gateway hashes with SHA-256.
+/// A stand-in digest of `t`: any injective one works for a store; the gateway hashes with
+/// SHA-256.
+pub fn digest_of(t: &str) -> Digest {
     let mut d = [0u8; 32];
     for (i, b) in t.bytes().enumerate() {
         d[i % 32] ^= b.wrapping_add(i as u8);
@@ -62,7 +65,8 @@ fn digest_of(t: &str) -> Digest {
     Digest::new(d)
 }
 
-fn at(secs: i64) -> Timestamp {
+/// A fixed instant plus `secs`.
+pub fn at(secs: i64) -> Timestamp {
     chrono::Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
 }
 

@@ -41,6 +41,14 @@ pub struct FakeSession {
     pub ttl: Option<Duration>,
     /// Reads are marked `cacheScope: private`.
     pub private: bool,
+    /// When set, what listings return instead of one entry per content (to list what a hostile
+    /// server lists: duplicates, odd URIs, dates in the future).
+    pub listing: Mutex<Option<Vec<UpstreamResource>>>,
+    /// Reads of these URIs hang for the duration given, then time out; the session itself keeps
+    /// answering (pings, other reads).
+    pub hanging: Mutex<HashMap<String, Duration>>,
+    /// Reads of these URIs kill the session (as a crashing process would) and fail.
+    pub deadly: Mutex<Vec<String>>,
 }
 
 impl FakeSession {
@@ -59,6 +67,17 @@ impl UpstreamSession for FakeSession {
         self.lists.fetch_add(1, Ordering::SeqCst);
         if self.fail_listing || self.down.load(Ordering::SeqCst) {
             return Err(UpstreamError::Unreachable("down".into()));
+        }
+        if let Some(listing) = self
+            .listing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Ok(UpstreamListing {
+                resources: listing,
+                truncated: false,
+            });
         }
         let contents = self.contents.lock().unwrap_or_else(|e| e.into_inner());
         let mut resources: Vec<_> = contents
@@ -86,6 +105,33 @@ impl UpstreamSession for FakeSession {
 
     async fn read(&self, uri: &str, max_bytes: u64) -> Result<Fetched, UpstreamError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(UpstreamError::Unreachable("the session is closed".into()));
+        }
+        let hang = self
+            .hanging
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(uri)
+            .copied();
+        if let Some(hang) = hang {
+            tokio::time::sleep(hang).await;
+            return Err(UpstreamError::Timeout(
+                u64::try_from(hang.as_millis()).unwrap_or(u64::MAX),
+            ));
+        }
+        let deadly = self
+            .deadly
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|d| d == uri);
+        if deadly {
+            self.closed.store(true, Ordering::SeqCst);
+            return Err(UpstreamError::Unreachable(
+                "the connection to the server closed".into(),
+            ));
+        }
         if let Some(delay) = self.delay {
             let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.max_in_flight.fetch_max(now, Ordering::SeqCst);
@@ -170,11 +216,14 @@ impl UpstreamConnector for FakeConnector {
         observer: Arc<dyn UpstreamObserver>,
     ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
         *self.observer.lock().unwrap_or_else(|e| e.into_inner()) = Some(observer);
-        self.sessions
+        let session = self
+            .sessions
             .get(spec.name.as_str())
             .cloned()
-            .map(|s| s as Arc<dyn UpstreamSession>)
-            .ok_or_else(|| UpstreamError::Unreachable("no such process".into()))
+            .ok_or_else(|| UpstreamError::Unreachable("no such process".into()))?;
+        // Connecting again to the same fake server opens it again.
+        session.closed.store(false, Ordering::SeqCst);
+        Ok(session)
     }
 }
 

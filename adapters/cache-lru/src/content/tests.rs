@@ -1,33 +1,10 @@
 //! The LRU content cache: the byte budget, exact accounting and least-recently-used eviction,
 //! checked against a reference model; the contract suites for the in-memory adapters.
 
-use chrono::{Duration, TimeZone, Utc};
 use proptest::prelude::*;
-use quarry_domain::{Body, Content, Digest};
+use quarry_testkit::contract::caches::{self, entry, key, t};
 
 use super::*;
-
-fn t(secs: i64) -> Timestamp {
-    Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
-}
-
-fn key(i: usize) -> ResourceKey {
-    ResourceKey::new(ServerName::parse("s").unwrap(), format!("r://{i}"))
-}
-
-fn entry(size: usize, at: i64, ttl: i64) -> CachedContent {
-    CachedContent {
-        content: Content {
-            mime_type: None,
-            body: Body::Blob(vec![7; size]),
-        },
-        cached_at: t(at),
-        expires_at: t(at) + Duration::seconds(ttl),
-        digest: Digest::new([0; 32]),
-        version: None,
-        partition: None,
-    }
-}
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
@@ -39,7 +16,6 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 // The contract suites hold the in-memory adapters to what their ports promise.
 #[test]
 fn the_lru_cache_and_the_in_memory_listings_and_bus_keep_their_contracts() {
-    use quarry_testkit::contract::caches;
     block_on(async {
         caches::check_content(LruContentCache::new(1 << 20), 1 << 20).await;
         caches::check_listings(crate::InMemoryListingCache::new()).await;

@@ -51,6 +51,9 @@ impl Drop for Lease {
 struct Pooled {
     session: Arc<dyn UpstreamSession>,
     in_flight: Arc<AtomicUsize>,
+    /// Set while a request on the session has gone past its deadline and a ping has not yet
+    /// shown the session alive: it takes no new requests.
+    suspect: bool,
 }
 
 /// What kind of session a lease got.
@@ -108,12 +111,14 @@ impl Pool {
             // The process (if any) has exited or the connection dropped: reap it now.
             tokio::spawn(async move { gone.session.close().await });
         }
+        let usable = sessions.iter().filter(|p| !p.suspect).count();
         let least = sessions
             .iter()
+            .filter(|p| !p.suspect)
             .min_by_key(|p| p.in_flight.load(Ordering::SeqCst));
-        if let Some(p) = least.filter(|p| {
-            p.in_flight.load(Ordering::SeqCst) < PER_SESSION || sessions.len() >= self.size
-        }) {
+        if let Some(p) = least
+            .filter(|p| p.in_flight.load(Ordering::SeqCst) < PER_SESSION || usable >= self.size)
+        {
             return Ok((Self::lend(p, permit), Fresh::Reused));
         }
         let session = connect().await?;
@@ -125,6 +130,7 @@ impl Pool {
         sessions.push(Pooled {
             session,
             in_flight: Arc::new(AtomicUsize::new(0)),
+            suspect: false,
         });
         let Some(p) = sessions.last() else {
             unreachable!("just pushed")
@@ -139,6 +145,24 @@ impl Pool {
             in_flight: p.in_flight.clone(),
             _permit: permit,
         }
+    }
+
+    /// Takes `session` out of rotation (`true`) or puts it back (`false`).
+    pub(crate) async fn set_suspect(&self, session: &Arc<dyn UpstreamSession>, suspect: bool) {
+        for p in self.sessions.lock().await.iter_mut() {
+            if Arc::ptr_eq(&p.session, session) {
+                p.suspect = suspect;
+            }
+        }
+    }
+
+    /// Removes `session` from the pool and ends it (its process is stopped and reaped).
+    pub(crate) async fn evict(&self, session: &Arc<dyn UpstreamSession>) {
+        self.sessions
+            .lock()
+            .await
+            .retain(|p| !Arc::ptr_eq(&p.session, session));
+        session.close().await;
     }
 
     /// Live sessions.

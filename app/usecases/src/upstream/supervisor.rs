@@ -41,6 +41,11 @@ impl Upstream {
                 }
             } else {
                 for session in live {
+                    // A session already known dead was counted when it died; it is reaped at
+                    // the next lease.
+                    if session.is_closed() {
+                        continue;
+                    }
                     if let Err(e) = session.ping().await {
                         tracing::warn!(server = %self.name(), "health check failed: {e}");
                         session.close().await;

@@ -133,3 +133,46 @@ async fn selecting_by_id_lists_only_that_server() {
             .all(|r| r.uri.server().as_str() == "docs")
     );
 }
+
+// traces: RC-7 — a hostile listing: duplicates (within the listing, as a looping cursor repeats
+// pages) are listed once, a `lastModified` in the future cannot sort an entry to the top, and an
+// upstream URI that could not be read back is left out rather than listed unreadable.
+#[tokio::test]
+async fn rc_7_duplicates_future_dates_and_unreadable_uris_are_tamed() {
+    let entry = |uri: &str, days: i64| quarry_ports::UpstreamResource {
+        uri: uri.into(),
+        name: uri.into(),
+        title: None,
+        description: None,
+        mime_type: None,
+        size: None,
+        last_modified: Some(ManualClock::new().now() + chrono::Duration::days(days)),
+    };
+    let docs = FakeSession::default();
+    *docs.listing.lock().unwrap() = Some(vec![
+        entry("file:///old", -30),
+        entry("file:///newer", -1),
+        entry("file:///old", -30),
+        entry("file:///from-9999", 3_000_000),
+        entry("file:///a/../b", 0),
+        entry("file:///newer", -1),
+    ]);
+    let w = world_with(docs).await;
+    let listed = w
+        .service
+        .list_resources(ListQuery {
+            server: Some(ServerSelector::new("docs").unwrap()),
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    let uris: Vec<&str> = listed.resources.iter().map(|r| r.uri.upstream()).collect();
+    assert_eq!(uris, ["file:///from-9999", "file:///newer", "file:///old"]);
+    assert_eq!(listed.total_count, 3);
+    assert_eq!(
+        listed.resources[0].modified_at,
+        Some(w.clock.now()),
+        "a date in the future is taken as now"
+    );
+    assert_eq!(listed.servers[0].resource_count, 3);
+}

@@ -10,6 +10,7 @@
 mod idempotency;
 mod list;
 mod read;
+mod stampede;
 mod supervision;
 
 use std::{
@@ -76,7 +77,7 @@ pub(crate) fn options() -> ServiceOptions {
 }
 
 pub(crate) struct World {
-    pub(crate) service: ResourceService,
+    pub(crate) service: Arc<ResourceService>,
     pub(crate) docs: Arc<FakeSession>,
     pub(crate) cache: Arc<FakeContentCache>,
     pub(crate) versions: Arc<FakeVersionStore>,
@@ -170,4 +171,31 @@ pub(crate) const A: &str = "mcp://docs/file_3A///a.txt";
 
 fn key_a() -> ResourceKey {
     ResourceKey::new(ServerName::parse("docs").unwrap(), "file:///a.txt")
+}
+
+/// `n` concurrent reads of `request`, each as a task of its own; every one must succeed.
+pub(crate) async fn read_concurrently(
+    service: &Arc<ResourceService>,
+    n: usize,
+    request: ReadRequest,
+) -> Vec<quarry_domain::ReadResourceResult> {
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (service, request) = (service.clone(), request.clone());
+            tokio::spawn(async move { service.read_resource(request).await })
+        })
+        .collect();
+    let mut results = Vec::with_capacity(n);
+    for t in tasks {
+        results.push(t.await.unwrap().unwrap());
+    }
+    results
+}
+
+/// A read of `A` that bypasses the cache.
+pub(crate) fn fresh_a() -> ReadRequest {
+    ReadRequest {
+        use_cache: false,
+        ..read(A)
+    }
 }

@@ -6,19 +6,17 @@ use quarry_ports::UpstreamSession;
 
 use super::*;
 
-// Reads retry a failed connection on the server's schedule (1 s, 2 s, 4 s), measured on tokio's
-// paused clock rather than by sleeping.
-#[tokio::test(start_paused = true)]
-async fn reads_retry_a_dead_connection_on_the_configured_schedule() {
+/// A service over `docs` whose every connection attempt is refused, counting the attempts.
+fn refusing(docs: ServerSettings) -> (Arc<ResourceService>, Arc<AtomicU32>) {
     let attempts = Arc::new(AtomicU32::new(0));
-    let mut connector = MockUpstreamConnector::new();
     let seen = attempts.clone();
+    let mut connector = MockUpstreamConnector::new();
     connector.expect_connect().returning(move |_, _| {
         seen.fetch_add(1, Ordering::SeqCst);
         Err(UpstreamError::Unreachable("connection refused".into()))
     });
     let service = ResourceService::new(
-        vec![settings("docs")],
+        vec![docs],
         ports(
             Arc::new(connector),
             Arc::new(FakeContentCache::new(1 << 20)),
@@ -28,6 +26,14 @@ async fn reads_retry_a_dead_connection_on_the_configured_schedule() {
         ),
         options(),
     );
+    (service, attempts)
+}
+
+// Reads retry a failed connection on the server's schedule (1 s, 2 s, 4 s), measured on tokio's
+// paused clock rather than by sleeping.
+#[tokio::test(start_paused = true)]
+async fn reads_retry_a_dead_connection_on_the_configured_schedule() {
+    let (service, attempts) = refusing(settings("docs"));
     let started = tokio::time::Instant::now();
     let err = service.read_resource(read(A)).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::E003);
@@ -43,7 +49,7 @@ fn service_with(
     connector: Arc<dyn UpstreamConnector>,
     store: Arc<dyn VersionStore>,
     supervision: Supervision,
-) -> ResourceService {
+) -> Arc<ResourceService> {
     ResourceService::new(
         vec![settings("docs")],
         ports(
@@ -60,7 +66,7 @@ fn service_with(
 }
 
 /// A service whose one server never answers, and the times it was tried.
-fn always_down(jitter: f64) -> (ResourceService, Arc<Mutex<Vec<tokio::time::Instant>>>) {
+fn always_down(jitter: f64) -> (Arc<ResourceService>, Arc<Mutex<Vec<tokio::time::Instant>>>) {
     let attempts: Arc<Mutex<Vec<tokio::time::Instant>>> = Arc::default();
     let seen = attempts.clone();
     let mut connector = MockUpstreamConnector::new();
@@ -204,29 +210,9 @@ async fn av_4_two_hundred_concurrent_reads_respect_the_pool() {
         s
     });
     let store = Arc::new(FakeVersionStore::new(Retention::default()));
-    let service = Arc::new(service_with(
-        connector.clone(),
-        store,
-        Supervision::default(),
-    ));
-    let reads: Vec<_> = (0..200)
-        .map(|_| {
-            let service = service.clone();
-            tokio::spawn(async move {
-                service
-                    .read_resource(ReadRequest {
-                        use_cache: false,
-                        ..read(A)
-                    })
-                    .await
-            })
-        })
-        .collect();
-    for r in reads {
-        assert_eq!(
-            r.await.unwrap().unwrap().content.as_deref(),
-            Some("héllo wörld")
-        );
+    let service = service_with(connector.clone(), store, Supervision::default());
+    for r in read_concurrently(&service, 200, fresh_a()).await {
+        assert_eq!(r.content.as_deref(), Some("héllo wörld"));
     }
     assert!(connector.count() <= 10, "{} sessions", connector.count());
     assert!(connector.count() >= 2, "the load spread over the pool");
@@ -287,5 +273,99 @@ async fn replacing_dead_sessions_drops_the_servers_cache() {
     assert!(
         !service.read_resource(read(A)).await.unwrap().cached,
         "the cache was dropped"
+    );
+}
+
+// traces: RC-8 — a resource whose read hangs fails only its own request: a dozen concurrent reads
+// of another resource on the same server succeed meanwhile, and however often it hangs the
+// circuit stays closed (the session still answers a ping, so the timeout was about the resource).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rc_8_a_hanging_resource_fails_only_its_own_requests() {
+    let docs = FakeSession::default();
+    docs.hanging
+        .lock()
+        .unwrap()
+        .insert("file:///hang".into(), Duration::from_millis(300));
+    let w = world_with(docs).await;
+    let hang = "mcp://docs/file_3A///hang";
+    let stuck = {
+        let service = w.service.clone();
+        tokio::spawn(async move { service.read_resource(read(hang)).await })
+    };
+    while w.docs.reads.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let started = std::time::Instant::now();
+    for r in read_concurrently(&w.service, 12, fresh_a()).await {
+        assert_eq!(r.content.as_deref(), Some("héllo wörld"));
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(250),
+        "the other reads did not wait behind the hanging one"
+    );
+    assert_eq!(stuck.await.unwrap().unwrap_err().code(), ErrorCode::E009);
+    for _ in 0..7 {
+        assert_eq!(
+            w.service
+                .read_resource(read(hang))
+                .await
+                .unwrap_err()
+                .code(),
+            ErrorCode::E009
+        );
+    }
+    let after = w.service.read_resource(fresh_a()).await;
+    assert!(after.is_ok(), "no circuit opened: {after:?}");
+    let status = &w.service.servers_status()[0];
+    assert_eq!(status.status, quarry_domain::ConnectionStatus::Connected);
+}
+
+// traces: AV-2, RC-8 — a read that kills its session is retried once, on a new session, and no
+// more (retry_attempts = 3 notwithstanding: the request may be what kills it); the next read of
+// another resource succeeds.
+#[tokio::test]
+async fn av_2_a_read_that_kills_its_session_is_retried_once() {
+    let connector = CountingConnector::new(|| {
+        let s = docs_session();
+        s.deadly.lock().unwrap().push("file:///crash".into());
+        s
+    });
+    let service = service_with(
+        connector.clone(),
+        Arc::new(FakeVersionStore::new(Retention::default())),
+        Supervision::default(),
+    );
+    let err = service
+        .read_resource(read("mcp://docs/file_3A///crash"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::E003);
+    assert_eq!(connector.count(), 2, "one try, one retry on a new session");
+    let fine = service.read_resource(read(A)).await.unwrap();
+    assert_eq!(fine.content.as_deref(), Some("héllo wörld"));
+}
+
+// The whole read, retries and their delays included, stays within the server's timeout.
+#[tokio::test(start_paused = true)]
+async fn a_read_never_takes_longer_than_the_servers_timeout() {
+    let mut docs = settings("docs");
+    docs.spec.timeout = Duration::from_secs(2);
+    let (service, calls) = refusing(docs);
+    let started = tokio::time::Instant::now();
+    let err = service.read_resource(read(A)).await.unwrap_err();
+    assert!(
+        started.elapsed() <= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        err.code(),
+        ErrorCode::E003,
+        "the last failure, once no retry fits: {err:?}"
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "tried at 0 s and 1 s; 1 + 2 s would not fit"
     );
 }

@@ -1,0 +1,65 @@
+"""A hostile MCP server over stdio, for tests: well-behaved by default, with one switch per way
+real servers misbehave.
+
+  --stray-id-on-init   answer `initialize` after a response with an id nobody asked for
+
+It serves one text resource, hostile://one ("one").
+"""
+
+import json
+import sys
+
+STRAY_ID_ON_INIT = "--stray-id-on-init" in sys.argv[1:]
+
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def result(request_id, value):
+    send({"jsonrpc": "2.0", "id": request_id, "result": value})
+
+
+def main():
+    for line in sys.stdin:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        method, request_id = message.get("method"), message.get("id")
+        if request_id is None:
+            continue  # a notification
+        if method == "initialize":
+            if STRAY_ID_ON_INIT:
+                result(987654321, {})
+            version = message.get("params", {}).get("protocolVersion", "2025-11-25")
+            result(request_id, {
+                "protocolVersion": version,
+                "capabilities": {"resources": {"subscribe": True}},
+                "serverInfo": {"name": "hostile", "version": "0"},
+            })
+        elif method in ("ping", "resources/subscribe", "resources/unsubscribe"):
+            result(request_id, {})
+        elif method == "resources/list":
+            result(request_id, {"resources": [
+                {"uri": "hostile://one", "name": "one", "mimeType": "text/plain"},
+            ]})
+        elif method == "resources/templates/list":
+            result(request_id, {"resourceTemplates": []})
+        elif method == "resources/read":
+            uri = message.get("params", {}).get("uri")
+            if uri == "hostile://one":
+                result(request_id, {"contents": [
+                    {"uri": uri, "mimeType": "text/plain", "text": "one"},
+                ]})
+            else:
+                send({"jsonrpc": "2.0", "id": request_id,
+                      "error": {"code": -32002, "message": "Resource not found"}})
+        else:
+            send({"jsonrpc": "2.0", "id": request_id,
+                  "error": {"code": -32601, "message": "Method not found"}})
+
+
+if __name__ == "__main__":
+    main()
