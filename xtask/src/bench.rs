@@ -35,6 +35,15 @@ fn human(ns: f64) -> String {
     }
 }
 
+/// The JSON line a plain bench printed.
+fn json_line(stdout: &[u8], bench: &str) -> Result<String> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(str::to_owned)
+        .with_context(|| format!("the {bench} bench printed no figures"))
+}
+
 pub(crate) fn bench() -> Result<()> {
     let root = workspace_root();
     let mut read = cargo();
@@ -60,16 +69,18 @@ pub(crate) fn bench() -> Result<()> {
             String::from_utf8_lossy(&scale_out.stderr)
         );
     }
-    let scale_line = String::from_utf8_lossy(&scale_out.stdout)
-        .lines()
-        .find(|l| l.starts_with('{'))
-        .map(str::to_owned)
-        .context("the scale bench printed no figures")?;
-    let memory_line = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find(|l| l.starts_with('{'))
-        .map(str::to_owned)
-        .context("the memory bench printed no figures")?;
+    let scale_line = json_line(&scale_out.stdout, "scale")?;
+    let memory_line = json_line(&out.stdout, "memory")?;
+    let mut stampede = cargo();
+    stampede.args(["bench", "-p", "quarry", "--bench", "stampede"]);
+    let stampede_out = stampede.output().context("bench: stampede")?;
+    if !stampede_out.status.success() {
+        bail!(
+            "bench: stampede failed: {}",
+            String::from_utf8_lossy(&stampede_out.stderr)
+        );
+    }
+    let stampede_line = json_line(&stampede_out.stdout, "stampede")?;
 
     println!("### Cached read, in process (median)\n");
     println!("| size | with checksum | without checksum |");
@@ -138,6 +149,20 @@ pub(crate) fn bench() -> Result<()> {
         sc["upstream_processes"],
         ms("gateway_rss_growth_mb")
     );
+    let st: Value = serde_json::from_str(&stampede_line)?;
+    println!(
+        "\n### Stampede: {} concurrent reads of {} resources (in process, upstream over HTTP)\n",
+        st["reads"], st["resources"]
+    );
+    println!("| burst | reads/s | reads that reached the upstream |");
+    println!("|---|---|---|");
+    for burst in ["cold", "warm"] {
+        println!(
+            "| {burst} | {} | {} |",
+            st[format!("{burst}_reads_per_s")],
+            st[format!("{burst}_upstream_reads")]
+        );
+    }
     let cpu = Command::new("sh")
         .args(["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"])
         .output();
