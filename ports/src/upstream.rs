@@ -43,6 +43,10 @@ pub enum UpstreamError {
     /// The server broke the protocol (bad base64, wrong result type, unreadable content).
     #[error("protocol violation: {0}")]
     Protocol(String),
+    /// The server's answer to this one request could not be parsed (a lone surrogate escape,
+    /// say). The server answered: this counts toward no circuit.
+    #[error("protocol violation: {0}")]
+    BadResponse(String),
 }
 
 impl UpstreamError {
@@ -55,7 +59,7 @@ impl UpstreamError {
             Self::MethodNotFound => ErrorCode::E002,
             Self::TooLarge { .. } => ErrorCode::E008,
             Self::Server { .. } => ErrorCode::E013,
-            Self::Protocol(_) => ErrorCode::E003,
+            Self::Protocol(_) | Self::BadResponse(_) => ErrorCode::E003,
         };
         Error::new(code, format!("server '{server}': {self}"))
     }

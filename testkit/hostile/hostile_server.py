@@ -3,7 +3,8 @@ real servers misbehave.
 
   --stray-id-on-init   answer `initialize` after a response with an id nobody asked for
 
-It serves one text resource, hostile://one ("one").
+It serves one text resource, hostile://one ("one"), and hostile://surrogate, whose text holds a
+lone UTF-16 surrogate escape ("\ud800"): valid to Python, refused by strict JSON parsers.
 """
 
 import json
@@ -13,7 +14,8 @@ STRAY_ID_ON_INIT = "--stray-id-on-init" in sys.argv[1:]
 
 
 def send(message):
-    sys.stdout.write(json.dumps(message) + "\n")
+    # Compact, like rmcp and most SDKs: `{"jsonrpc":"2.0","id":...`.
+    sys.stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
     sys.stdout.flush()
 
 
@@ -52,6 +54,10 @@ def main():
             if uri == "hostile://one":
                 result(request_id, {"contents": [
                     {"uri": uri, "mimeType": "text/plain", "text": "one"},
+                ]})
+            elif uri == "hostile://surrogate":
+                result(request_id, {"contents": [
+                    {"uri": uri, "mimeType": "text/plain", "text": "a\ud800b"},
                 ]})
             else:
                 send({"jsonrpc": "2.0", "id": request_id,

@@ -24,6 +24,7 @@ pub(crate) fn from_service(error: ServiceError, reading: bool) -> UpstreamError 
                         limit: field(crate::guard::LIMIT_FIELD),
                     }
                 }
+                ErrorCode(crate::guard::UNPARSABLE_CODE) => UpstreamError::BadResponse(message),
                 ErrorCode::RESOURCE_NOT_FOUND => UpstreamError::NotFound(message),
                 // Since 2026-07-28 (SEP-2164) a missing resource is -32602; older servers use it
                 // for unknown URIs as well.

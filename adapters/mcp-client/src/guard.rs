@@ -6,6 +6,11 @@
 //! line (rmcp ignores the unparsable stub), and — when it can tell which request the line answers
 //! from the line's first or last bytes — answers that request at once with a JSON-RPC error that
 //! the session maps to "too large".
+//!
+//! It also answers, at once, a line the JSON parser would reject for a lone UTF-16 surrogate
+//! escape (`"\ud800"` with no low half): rmcp drops an unparsable line without a word, so its
+//! request would wait for its deadline. The line is cut where the surrogate shows and its
+//! request gets the "unparsable" answer, which the session maps to a bad response.
 
 use std::{
     collections::VecDeque,
@@ -18,6 +23,8 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 /// The JSON-RPC error code of the synthetic "too large" answer.
 pub(crate) const TOO_LARGE_CODE: i32 = -32_050;
+/// The JSON-RPC error code of the synthetic "could not be parsed" answer.
+pub(crate) const UNPARSABLE_CODE: i32 = -32_051;
 /// The field of that answer's `data` that carries the message's size in bytes (at least).
 pub(crate) const SIZE_FIELD: &str = "size";
 /// The field of that answer's `data` that carries the limit in bytes.
@@ -32,6 +39,9 @@ pub(crate) struct LineGuard<R> {
     limit: usize,
     line_len: usize,
     discarding: bool,
+    /// Why the line being discarded was cut.
+    cut: Cut,
+    escapes: Escapes,
     head: Vec<u8>,
     tail: VecDeque<u8>,
     out: VecDeque<u8>,
@@ -46,6 +56,8 @@ impl<R> LineGuard<R> {
             limit,
             line_len: 0,
             discarding: false,
+            cut: Cut::TooLarge,
+            escapes: Escapes::default(),
             head: Vec::with_capacity(EDGE),
             tail: VecDeque::with_capacity(EDGE),
             out: VecDeque::new(),
@@ -75,18 +87,23 @@ impl<R> LineGuard<R> {
         self.head.extend_from_slice(&part[..room.min(part.len())]);
         let allowed = self.limit.saturating_sub(self.line_len);
         self.line_len += part.len();
-        if self.discarding || part.len() > allowed {
-            if !self.discarding {
-                self.out.extend(&part[..allowed]);
-                self.discarding = true;
+        if !self.discarding {
+            // What may go through: within the size limit, and before a lone surrogate.
+            let mut pass = part.len().min(allowed);
+            let mut cut = (part.len() > allowed).then_some(Cut::TooLarge);
+            if let Some(at) = self.escapes.scan(&part[..pass]) {
+                pass = at;
+                cut = Some(Cut::Unparsable);
             }
-            let keep = &part[part.len().saturating_sub(EDGE)..];
-            self.tail.extend(keep);
-            while self.tail.len() > EDGE {
-                self.tail.pop_front();
-            }
-        } else {
-            self.out.extend(part);
+            self.out.extend(&part[..pass]);
+            let Some(cut) = cut else { return };
+            self.discarding = true;
+            self.cut = cut;
+        }
+        let keep = &part[part.len().saturating_sub(EDGE)..];
+        self.tail.extend(keep);
+        while self.tail.len() > EDGE {
+            self.tail.pop_front();
         }
     }
 
@@ -94,8 +111,14 @@ impl<R> LineGuard<R> {
         self.out.push_back(b'\n');
         if self.discarding {
             let tail: Vec<u8> = self.tail.iter().copied().collect();
-            match response_id(&self.head, &tail) {
-                Some(id) => {
+            match (response_id(&self.head, &tail), self.cut) {
+                (Some(id), Cut::Unparsable) => {
+                    let answer = format!(
+                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":{UNPARSABLE_CODE},\"message\":\"the response is not valid JSON: a lone UTF-16 surrogate escape\"}}}}\n"
+                    );
+                    self.out.extend(answer.as_bytes());
+                }
+                (Some(id), Cut::TooLarge) => {
                     // The sizes travel as values in `data`; the message is for people.
                     let answer = format!(
                         "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":{TOO_LARGE_CODE},\"message\":\"the response is over the size limit\",\"data\":{{\"{SIZE_FIELD}\":{},\"{LIMIT_FIELD}\":{}}}}}}}\n",
@@ -103,17 +126,82 @@ impl<R> LineGuard<R> {
                     );
                     self.out.extend(answer.as_bytes());
                 }
-                None => tracing::warn!(
+                (None, cut) => tracing::warn!(
                     bytes = self.line_len,
                     limit = self.limit,
-                    "an upstream message over the limit was dropped; its request will time out"
+                    ?cut,
+                    "an upstream message was dropped and its request is unknown; it will time out"
                 ),
             }
         }
         self.line_len = 0;
         self.discarding = false;
+        self.escapes = Escapes::default();
         self.head.clear();
         self.tail.clear();
+    }
+}
+
+/// Why a line was cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    TooLarge,
+    Unparsable,
+}
+
+/// Follows `\u` escapes through a line, across reads, to find a lone UTF-16 surrogate: a high
+/// half not followed at once by `\u` and a low half, or a low half without a high one before it.
+#[derive(Debug, Default)]
+struct Escapes {
+    state: EscapeState,
+    /// The last escape was a high surrogate; the next must be its low half.
+    high: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+enum EscapeState {
+    #[default]
+    Text,
+    Backslash,
+    Hex(u8, u16),
+}
+
+impl Escapes {
+    /// The index in `bytes` at which a lone surrogate shows, if one does.
+    fn scan(&mut self, bytes: &[u8]) -> Option<usize> {
+        for (i, &b) in bytes.iter().enumerate() {
+            self.state = match (self.state, b) {
+                (EscapeState::Text, b'\\') => EscapeState::Backslash,
+                (EscapeState::Text, _) if self.high => return Some(i),
+                (EscapeState::Text, _) => EscapeState::Text,
+                (EscapeState::Backslash, b'u') => EscapeState::Hex(0, 0),
+                (EscapeState::Backslash, _) if self.high => return Some(i),
+                (EscapeState::Backslash, _) => EscapeState::Text,
+                (EscapeState::Hex(n, v), _) => {
+                    let Some(digit) = (b as char).to_digit(16) else {
+                        // Not an escape JSON allows: the parser will say so; not ours to judge.
+                        self.high = false;
+                        self.state = EscapeState::Text;
+                        continue;
+                    };
+                    let v = (v << 4) | digit as u16;
+                    if n < 3 {
+                        EscapeState::Hex(n + 1, v)
+                    } else {
+                        let (high, low) = (
+                            (0xD800..=0xDBFF).contains(&v),
+                            (0xDC00..=0xDFFF).contains(&v),
+                        );
+                        if (self.high && !low) || (!self.high && low) {
+                            return Some(i);
+                        }
+                        self.high = high;
+                        EscapeState::Text
+                    }
+                }
+            };
+        }
+        None
     }
 }
 
@@ -244,6 +332,44 @@ mod tests {
                 .contains("\"id\":\"req-3\",\"error\""),
             "{out}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_lone_surrogate_is_answered_at_once_and_pairs_pass() {
+        let bad =
+            "{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{\"text\":\"a\\ud800b\"}}\n{\"next\":1}\n";
+        let out = guarded(bad.as_bytes(), 1000).await;
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[1].contains("\"id\":4,\"error\":{\"code\":-32051"),
+            "{out}"
+        );
+        assert_eq!(lines[2], "{\"next\":1}");
+        for fine in [
+            "{\"t\":\"\\ud83d\\ude00 pair\"}\n",
+            "{\"t\":\"\\\\ud800 an escaped backslash, not an escape\"}\n",
+            "{\"t\":\"\\u00e9 \\n\"}\n",
+        ] {
+            assert_eq!(guarded(fine.as_bytes(), 1000).await, fine, "{fine}");
+        }
+        for lone in [
+            "{\"t\":\"\\udc00\"}\n",
+            "{\"t\":\"\\ud800\\n\"}\n",
+            "{\"t\":\"\\ud800\\u0041\"}\n",
+        ] {
+            assert_ne!(guarded(lone.as_bytes(), 1000).await, lone, "{lone}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_surrogate_pair_split_across_reads_passes() {
+        let text = b"{\"t\":\"\\ud83d\\ude00\"}\n";
+        let mut guard = LineGuard::new(&b""[..], 1000);
+        for chunk in text.chunks(3) {
+            LineGuard::take(&mut guard, chunk);
+        }
+        let out: Vec<u8> = guard.out.iter().copied().collect();
+        assert_eq!(out, text);
     }
 
     #[tokio::test]

@@ -303,6 +303,40 @@ async fn rc_6_a_stray_response_during_the_handshake_does_not_stop_the_server() {
     client.cancel().await.unwrap();
 }
 
+// traces: RC-8 — an answer the JSON parser would reject (a lone surrogate escape) fails its own
+// request at once with a clear error, not at its deadline; the server keeps serving, and
+// however often it happens no circuit opens.
+#[tokio::test(flavor = "multi_thread")]
+async fn rc_8_an_unparsable_answer_fails_its_request_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = quarry_testkit::hostile::server_section("hostile", &[], "timeout = 20\n");
+    let client = gateway(dir.path(), &config).await;
+    for _ in 0..7 {
+        let started = Instant::now();
+        let (code, message) = call_error(
+            &client,
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://hostile/hostile_3A//surrogate"}),
+        )
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(code, "E003", "{message}");
+        assert!(message.contains("lone UTF-16 surrogate"), "{message}");
+    }
+    let one = call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://hostile/hostile_3A//one"}),
+    )
+    .await;
+    assert_eq!(one["content"], "one", "no circuit opened");
+    client.cancel().await.unwrap();
+}
+
 // traces: AV-7 — on SIGTERM, a request in flight is answered before the gateway exits, and its
 // upstream processes stop with it.
 #[tokio::test(flavor = "multi_thread")]

@@ -282,7 +282,7 @@ impl Upstream {
     /// (not found, too large, not supported) is no failure of the server.
     pub(crate) fn failed(&self, error: &UpstreamError) {
         if !is_server_failure(error) {
-            if let UpstreamError::Server { .. } = error {
+            if let UpstreamError::Server { .. } | UpstreamError::BadResponse(_) = error {
                 lock(&self.status).last_error = Some(error.to_string());
             }
             return;
