@@ -337,6 +337,54 @@ async fn rc_8_an_unparsable_answer_fails_its_request_at_once() {
     client.cancel().await.unwrap();
 }
 
+// traces: RC-8 — with a real upstream process: a resource whose read hangs times out (E009) at
+// the server's timeout while a dozen reads of another resource on the same server succeed at
+// once, and six timeouts in a row (over the circuit threshold) open no circuit, because the
+// session still answers a ping.
+#[tokio::test(flavor = "multi_thread")]
+async fn rc_8_a_hanging_read_on_a_live_upstream_opens_no_circuit() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = stdio_fixture("files", &["--slow-ms", "60000"])
+        .replace("\n\n", "\ntimeout = 1\nretry_attempts = 0\n\n");
+    let client = std::sync::Arc::new(gateway(dir.path(), &config).await);
+    let hello =
+        json!({"resource_uri": "mcp://files/fixture_3A//text/hello.txt", "use_cache": false});
+    call(&client, "read_mcp_resource", hello.clone()).await;
+    let stuck = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            call_error(
+                &client,
+                "read_mcp_resource",
+                json!({"resource_uri": "mcp://files/fixture_3A//slow"}),
+            )
+            .await
+        })
+    };
+    let started = Instant::now();
+    for _ in 0..12 {
+        let fine = call(&client, "read_mcp_resource", hello.clone()).await;
+        assert_eq!(fine["content"], "Hello from files!\n");
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(stuck.await.unwrap().0, "E009");
+    for _ in 0..6 {
+        let (code, message) = call_error(
+            &client,
+            "read_mcp_resource",
+            json!({"resource_uri": "mcp://files/fixture_3A//slow"}),
+        )
+        .await;
+        assert_eq!(code, "E009", "{message}");
+    }
+    let after = call(&client, "read_mcp_resource", hello).await;
+    assert_eq!(after["content"], "Hello from files!\n", "no circuit opened");
+}
+
 // traces: AV-7 — on SIGTERM, a request in flight is answered before the gateway exits, and its
 // upstream processes stop with it.
 #[tokio::test(flavor = "multi_thread")]

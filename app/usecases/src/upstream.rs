@@ -133,59 +133,64 @@ impl Upstream {
         F: Fn(Arc<dyn UpstreamSession>) -> Fut,
         Fut: Future<Output = Result<T, UpstreamError>>,
     {
-        let started = self.wiring.clock.monotonic();
-        let all = async {
-            let mut retries = 0;
-            let mut deaths = 0;
-            loop {
-                let (outcome, session) = self.attempt(&op, attempts.deadline).await;
-                let e = match outcome {
-                    Ok(value) => {
-                        self.used();
-                        return Ok(value);
-                    }
-                    Err(e) => e,
-                };
-                match (&e, session) {
-                    (UpstreamError::Timeout(_), Some(session)) => {
-                        self.check_after_timeout(session).await;
-                        return Err(e);
-                    }
-                    (UpstreamError::Unreachable(_), Some(_)) => deaths += 1,
-                    _ => {}
+        let clock = &self.wiring.clock;
+        let started = clock.monotonic();
+        let mut retries = 0;
+        let mut deaths = 0;
+        loop {
+            // Each attempt gets what is left of the call's time (and at most its own deadline).
+            let left = attempts
+                .total
+                .map(|total| total.saturating_sub(clock.monotonic().saturating_sub(started)));
+            let deadline = match (attempts.deadline, left) {
+                (Some(own), Some(left)) => Some(own.min(left)),
+                (own, left) => own.or(left),
+            };
+            let (outcome, session) = self.attempt(&op, deadline).await;
+            let e = match outcome {
+                Ok(value) => {
+                    self.used();
+                    return Ok(value);
                 }
-                self.failed(&e);
-                let retry = matches!(e, UpstreamError::Unreachable(_))
-                    && retries < attempts.retries
-                    && deaths <= 1;
-                if !retry {
+                Err(e) => e,
+            };
+            match (&e, session) {
+                (UpstreamError::Timeout(_), Some(session)) => {
+                    // Said in the status, counted toward the circuit only if the session is
+                    // dead too.
+                    lock(&self.status).last_error = Some(e.to_string());
+                    self.check_after_timeout(session).await;
                     return Err(e);
                 }
-                retries += 1;
-                let delay = if deaths > 0 {
-                    Duration::ZERO
-                } else {
-                    self.settings.retry.delay_before(retries)
-                };
-                // Retry only within the call's time: past it, the last failure is the answer.
-                let elapsed = self.wiring.clock.monotonic().saturating_sub(started);
-                if attempts.total.is_some_and(|total| elapsed + delay >= total) {
-                    return Err(e);
-                }
-                tracing::info!(server = %self.name(), attempt = retries, ?delay, "retrying after: {e}");
-                tokio::time::sleep(delay).await;
+                (UpstreamError::Unreachable(_), Some(_)) => deaths += 1,
+                _ => {}
             }
-        };
-        match attempts.total {
-            Some(total) => tokio::time::timeout(total, all)
-                .await
-                .unwrap_or_else(|_| Err(timeout_error(total))),
-            None => all.await,
+            self.failed(&e);
+            let retry = matches!(e, UpstreamError::Unreachable(_))
+                && retries < attempts.retries
+                && deaths <= 1;
+            if !retry {
+                return Err(e);
+            }
+            retries += 1;
+            let delay = if deaths > 0 {
+                Duration::ZERO
+            } else {
+                self.settings.retry.delay_before(retries)
+            };
+            // Retry only within the call's time: past it, the last failure is the answer.
+            let elapsed = clock.monotonic().saturating_sub(started);
+            if attempts.total.is_some_and(|total| elapsed + delay >= total) {
+                return Err(e);
+            }
+            tracing::info!(server = %self.name(), attempt = retries, ?delay, "retrying after: {e}");
+            tokio::time::sleep(delay).await;
         }
     }
 
-    /// One try: a lease and `op` on its session, within `deadline`. The session is returned when
-    /// the request reached one.
+    /// One try: a lease and `op` on its session, the two within `deadline`. The session is
+    /// returned when the request reached one, also when it then timed out (so the session can be
+    /// checked).
     async fn attempt<T, F, Fut>(
         &self,
         op: &F,
@@ -195,22 +200,30 @@ impl Upstream {
         F: Fn(Arc<dyn UpstreamSession>) -> Fut,
         Fut: Future<Output = Result<T, UpstreamError>>,
     {
-        let run = async {
-            let lease = match self.lease().await {
-                Ok(lease) => lease,
-                Err(e) => return (Err(e), None),
-            };
-            let session = lease.session();
-            let result = op(session.clone()).await;
-            drop(lease);
-            (result, Some(session))
-        };
-        match deadline {
-            Some(d) => tokio::time::timeout(d, run)
+        let clock = &self.wiring.clock;
+        let started = clock.monotonic();
+        let leased = match deadline {
+            Some(d) => tokio::time::timeout(d, self.lease())
                 .await
-                .unwrap_or_else(|_| (Err(timeout_error(d)), None)),
-            None => run.await,
-        }
+                .unwrap_or_else(|_| Err(timeout_error(d))),
+            None => self.lease().await,
+        };
+        let lease = match leased {
+            Ok(lease) => lease,
+            Err(e) => return (Err(e), None),
+        };
+        let session = lease.session();
+        let result = match deadline {
+            Some(d) => {
+                let left = d.saturating_sub(clock.monotonic().saturating_sub(started));
+                tokio::time::timeout(left, op(session.clone()))
+                    .await
+                    .unwrap_or_else(|_| Err(timeout_error(d)))
+            }
+            None => op(session.clone()).await,
+        };
+        drop(lease);
+        (result, Some(session))
     }
 
     /// A request on `session` went past its deadline: the session takes no new requests while
