@@ -138,6 +138,10 @@ pub struct ServerStatus {
     pub last_used: Option<Timestamp>,
     /// The last failure, caller-safe.
     pub last_error: Option<String>,
+    /// Entries of its last listing left out because they were malformed.
+    pub skipped_entries: u64,
+    /// Why the first of them was left out.
+    pub skipped_reason: Option<String>,
 }
 
 /// A version of a resource's content (the spec's ResourceVersion).

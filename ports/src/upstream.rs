@@ -104,6 +104,10 @@ pub struct UpstreamListing {
     pub resources: Vec<UpstreamResource>,
     /// True when the page bound stopped the listing before the upstream's last page.
     pub truncated: bool,
+    /// Entries left out because they were malformed (a page is never dropped for one entry).
+    pub skipped: u64,
+    /// Why the first of them was left out.
+    pub skip_reason: Option<String>,
 }
 
 /// Content as an upstream returned it, with the upstream's caching hints (MCP 2026-07-28).

@@ -2,6 +2,8 @@
 real servers misbehave.
 
   --stray-id-on-init   answer `initialize` after a response with an id nobody asked for
+  --malformed-entries  list two malformed entries (a negative size, a null name) beside the
+                       good one
 
 It serves one text resource, hostile://one ("one"), and hostile://surrogate, whose text holds a
 lone UTF-16 surrogate escape ("\ud800"): valid to Python, refused by strict JSON parsers.
@@ -11,6 +13,7 @@ import json
 import sys
 
 STRAY_ID_ON_INIT = "--stray-id-on-init" in sys.argv[1:]
+MALFORMED_ENTRIES = "--malformed-entries" in sys.argv[1:]
 
 
 def send(message):
@@ -44,9 +47,11 @@ def main():
         elif method in ("ping", "resources/subscribe", "resources/unsubscribe"):
             result(request_id, {})
         elif method == "resources/list":
-            result(request_id, {"resources": [
-                {"uri": "hostile://one", "name": "one", "mimeType": "text/plain"},
-            ]})
+            resources = [{"uri": "hostile://one", "name": "one", "mimeType": "text/plain"}]
+            if MALFORMED_ENTRIES:
+                resources.insert(0, {"uri": "hostile://bad-size", "name": "x", "size": -1})
+                resources.append({"uri": "hostile://bad-name", "name": None})
+            result(request_id, {"resources": resources})
         elif method == "resources/templates/list":
             result(request_id, {"resourceTemplates": []})
         elif method == "resources/read":

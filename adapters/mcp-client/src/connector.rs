@@ -156,6 +156,7 @@ impl UpstreamConnector for RmcpConnector {
                     AsyncRwTransport::new_client(LineGuard::new(stdout, limit), stdin)
                         .with_max_line_length(limit.saturating_add(1024)),
                 );
+                let skipped = transport.skipped();
                 let service = tokio::time::timeout(deadline, handler.clone().serve(transport))
                     .await
                     .map_err(|_| UpstreamError::Timeout(timeout_ms))?
@@ -167,8 +168,14 @@ impl UpstreamConnector for RmcpConnector {
                         ))
                     })?;
                 Ok(Arc::new(
-                    RmcpSession::new(spec.clone(), service, Some(child), self.max_content_bytes)
-                        .await,
+                    RmcpSession::new(
+                        spec.clone(),
+                        service,
+                        Some(child),
+                        self.max_content_bytes,
+                        skipped,
+                    )
+                    .await,
                 ))
             }
             Endpoint::Http { url } => {
@@ -188,6 +195,7 @@ impl UpstreamConnector for RmcpConnector {
                     self.http.clone(),
                     config,
                 ));
+                let skipped = transport.skipped();
                 let service = tokio::time::timeout(deadline, handler.clone().serve(transport))
                     .await
                     .map_err(|_| UpstreamError::Timeout(timeout_ms))?
@@ -200,7 +208,8 @@ impl UpstreamConnector for RmcpConnector {
                         ))
                     })?;
                 Ok(Arc::new(
-                    RmcpSession::new(spec.clone(), service, None, self.max_content_bytes).await,
+                    RmcpSession::new(spec.clone(), service, None, self.max_content_bytes, skipped)
+                        .await,
                 ))
             }
         }

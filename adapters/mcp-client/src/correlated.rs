@@ -5,6 +5,11 @@
 //! buggy proxy) could never be used. [`Correlated`] sits between the transport and rmcp: it
 //! remembers the ids of the requests sent and passes on only responses and errors that carry one
 //! of them (or none: an error for a request the server could not read).
+//!
+//! It also keeps one malformed entry from emptying a listing: rmcp parses a `resources/list`
+//! page whole, and a page with one bad entry (a negative size, a `null` name) does not parse as
+//! a listing at all. Such a page is repaired here, its bad entries left out and counted in
+//! [`Skipped`], which the session reports with the listing.
 
 use std::{
     future::Future,
@@ -13,20 +18,41 @@ use std::{
 
 use rmcp::{
     RoleClient,
-    model::{JsonRpcMessage, NumberOrString, RequestId},
+    model::{
+        CustomResult, JsonRpcMessage, ListResourcesResult, NumberOrString, RequestId, Resource,
+        ServerResult,
+    },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
 };
+use serde_json::Value;
 
 /// How many request ids are remembered at most; the oldest are forgotten first (requests that
 /// timed out and will never be answered).
 const MAX_PENDING: usize = 4096;
 
-/// A transport that drops uncorrelated responses.
+/// Listing entries left out of repaired pages since the counter was last taken.
+#[derive(Debug, Default)]
+pub(crate) struct Skipped {
+    count: u64,
+    first_reason: Option<String>,
+}
+
+impl Skipped {
+    /// The count and first reason so far, starting again from zero.
+    pub(crate) fn take(&mut self) -> (u64, Option<String>) {
+        let taken = (self.count, self.first_reason.take());
+        self.count = 0;
+        taken
+    }
+}
+
+/// A transport that drops uncorrelated responses and repairs listing pages.
 #[derive(Debug)]
 pub(crate) struct Correlated<T> {
     inner: T,
     pending: Arc<Mutex<Vec<RequestId>>>,
+    skipped: Arc<Mutex<Skipped>>,
 }
 
 impl<T> Correlated<T> {
@@ -34,8 +60,35 @@ impl<T> Correlated<T> {
         Self {
             inner,
             pending: Arc::new(Mutex::new(Vec::new())),
+            skipped: Arc::new(Mutex::new(Skipped::default())),
         }
     }
+
+    /// The count of entries this transport leaves out of listing pages.
+    pub(crate) fn skipped(&self) -> Arc<Mutex<Skipped>> {
+        self.skipped.clone()
+    }
+}
+
+/// A page that did not parse as a listing, repaired: each entry that parses as a resource is
+/// kept, the others are counted. `None` when the value is no listing page.
+fn repair_listing(value: &Value) -> Option<(ListResourcesResult, u64, Option<String>)> {
+    let entries = value.get("resources")?.as_array()?;
+    let mut kept = Vec::with_capacity(entries.len());
+    let (mut skipped, mut reason) = (0u64, None);
+    for entry in entries {
+        match serde_json::from_value::<Resource>(entry.clone()) {
+            Ok(_) => kept.push(entry.clone()),
+            Err(e) => {
+                skipped += 1;
+                reason.get_or_insert_with(|| quarry_domain::sanitize_label(&e.to_string()));
+            }
+        }
+    }
+    let mut page = value.clone();
+    page["resources"] = Value::Array(kept);
+    let page = serde_json::from_value::<ListResourcesResult>(page).ok()?;
+    Some((page, skipped, reason))
 }
 
 /// Whether a response id answers request `sent` (rmcp's own rule: equal, or the number written
@@ -57,6 +110,31 @@ impl<T> Correlated<T> {
             }
             None => false,
         }
+    }
+}
+
+impl<T> Correlated<T> {
+    /// `message`, with a listing page that did not parse repaired.
+    fn repaired(&self, message: RxJsonRpcMessage<RoleClient>) -> RxJsonRpcMessage<RoleClient> {
+        let JsonRpcMessage::Response(mut response) = message else {
+            return message;
+        };
+        if let ServerResult::CustomResult(CustomResult(value)) = &response.result
+            && let Some((page, skipped, reason)) = repair_listing(value)
+        {
+            tracing::warn!(
+                skipped,
+                reason = reason.as_deref().unwrap_or(""),
+                "left malformed entries out of a listing page"
+            );
+            let mut total = self.skipped.lock().unwrap_or_else(|e| e.into_inner());
+            total.count += skipped;
+            if total.first_reason.is_none() {
+                total.first_reason = reason;
+            }
+            response.result = ServerResult::ListResourcesResult(page);
+        }
+        JsonRpcMessage::Response(response)
     }
 }
 
@@ -92,7 +170,7 @@ where
                 tracing::debug!("dropped a response whose id matches no request in flight");
                 continue;
             }
-            return Some(message);
+            return Some(self.repaired(message));
         }
     }
 
@@ -104,6 +182,34 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // traces: RC-7 — a page with malformed entries keeps its good ones.
+    #[test]
+    fn rc_7_a_page_with_malformed_entries_keeps_the_good_ones() {
+        let page = serde_json::json!({
+            "resources": [
+                {"uri": "a", "name": "a"},
+                {"uri": "b", "name": null},
+                {"uri": "c", "name": "c", "size": -1},
+                {"uri": "d", "name": "d", "mimeType": 7},
+                {"uri": "e", "name": "e", "size": 1.5},
+                {"uri": "f", "name": "f", "annotations": "loud"},
+                {"uri": "g", "name": "g", "size": 3}
+            ],
+            "nextCursor": "next"
+        });
+        let (repaired, skipped, reason) = repair_listing(&page).unwrap();
+        let uris: Vec<&str> = repaired.resources.iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(uris, ["a", "g"]);
+        assert_eq!(skipped, 5);
+        assert!(reason.is_some());
+        assert_eq!(
+            repaired.next_cursor.as_deref(),
+            Some("next"),
+            "the cursor survives"
+        );
+        assert!(repair_listing(&serde_json::json!({"contents": []})).is_none());
+    }
 
     #[test]
     fn ids_answer_as_rmcp_matches_them() {

@@ -1,6 +1,11 @@
 //! One live MCP client session with an upstream server.
 
-use std::{collections::HashSet, future::Future, sync::Mutex as SyncMutex, time::Duration};
+use std::{
+    collections::HashSet,
+    future::Future,
+    sync::{Arc, Mutex as SyncMutex},
+    time::Duration,
+};
 
 use async_trait::async_trait;
 use base64::Engine as _;
@@ -18,7 +23,7 @@ use rmcp::{
 };
 use tokio::{process::Child, sync::Mutex};
 
-use crate::{errors::from_service, handler::UpstreamHandler};
+use crate::{correlated::Skipped, errors::from_service, handler::UpstreamHandler};
 
 /// A session: the rmcp service, its peer handle, and the child process behind it, if any.
 pub(crate) struct RmcpSession {
@@ -30,6 +35,8 @@ pub(crate) struct RmcpSession {
     max_content_bytes: u64,
     service: Mutex<Option<RunningService<RoleClient, UpstreamHandler>>>,
     child: Mutex<Option<Child>>,
+    /// Listing entries the transport left out as malformed.
+    skipped: Arc<SyncMutex<Skipped>>,
 }
 
 impl std::fmt::Debug for RmcpSession {
@@ -47,6 +54,7 @@ impl RmcpSession {
         service: RunningService<RoleClient, UpstreamHandler>,
         child: Option<Child>,
         max_content_bytes: u64,
+        skipped: Arc<SyncMutex<Skipped>>,
     ) -> Self {
         let peer = service.peer().clone();
         // Quarry keeps its own cache with its own keys and invalidation; a second, hidden cache
@@ -65,6 +73,7 @@ impl RmcpSession {
             max_content_bytes,
             service: Mutex::new(Some(service)),
             child: Mutex::new(child),
+            skipped,
         }
     }
 
@@ -135,12 +144,22 @@ impl UpstreamSession for RmcpSession {
             return Ok(UpstreamListing::default());
         }
         let peer = &self.peer;
+        // Whatever an earlier listing on this session left in the counter is not this one's.
+        self.skipped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         let listed = self
             .paginate(|params| async move {
                 let page = peer.list_resources(params).await?;
                 Ok((page.resources, page.next_cursor))
             })
             .await;
+        let (skipped, skip_reason) = self
+            .skipped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         let (resources, truncated) = match listed {
             Ok(found) => found,
             Err(UpstreamError::MethodNotFound) => return Ok(UpstreamListing::default()),
@@ -165,6 +184,8 @@ impl UpstreamSession for RmcpSession {
         Ok(UpstreamListing {
             resources,
             truncated,
+            skipped,
+            skip_reason,
         })
     }
 

@@ -61,7 +61,10 @@ fn server_schema() -> Value {
             "authenticated": {"type": "boolean"},
             "resource_count": {"type": "integer", "minimum": 0},
             "last_used": {"type": ["string", "null"], "format": "date-time"},
-            "last_error": {"type": ["string", "null"]}
+            "last_error": {"type": ["string", "null"]},
+            "skipped_entries": {"type": "integer", "minimum": 0,
+                                "description": "Entries of the last listing left out as malformed"},
+            "skipped_reason": {"type": ["string", "null"]}
         }
     })
 }
@@ -354,7 +357,7 @@ fn add_server_tool() -> Tool {
         output: server_schema()["properties"].clone(),
         always: &[
             "server_id", "server_name", "endpoint", "status", "authenticated", "resource_count",
-            "last_used", "last_error",
+            "last_used", "last_error", "skipped_entries", "skipped_reason",
         ],
         hints: Hints {
             read_only: false,

@@ -385,6 +385,31 @@ async fn rc_8_a_hanging_read_on_a_live_upstream_opens_no_circuit() {
     assert_eq!(after["content"], "Hello from files!\n", "no circuit opened");
 }
 
+// traces: RC-7 — one malformed entry in a listing page is skipped and counted, never the page:
+// every other entry is listed, and the server's status says how many were left out and why.
+#[tokio::test(flavor = "multi_thread")]
+async fn rc_7_malformed_listing_entries_are_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = quarry_testkit::hostile::server_section("hostile", &["--malformed-entries"], "");
+    let client = gateway(dir.path(), &config).await;
+    let listing = call(&client, "list_mcp_resources", json!({"server": "hostile"})).await;
+    assert_eq!(listing["total_count"], 1, "{listing}");
+    assert_eq!(
+        listing["resources"][0]["uri"],
+        "mcp://hostile/hostile_3A//one"
+    );
+    let status = &listing["servers"][0];
+    assert_eq!(status["status"], "connected", "{status}");
+    assert_eq!(status["skipped_entries"], 2, "{status}");
+    assert!(
+        status["skipped_reason"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{status}"
+    );
+    client.cancel().await.unwrap();
+}
+
 // traces: AV-7 — on SIGTERM, a request in flight is answered before the gateway exits, and its
 // upstream processes stop with it.
 #[tokio::test(flavor = "multi_thread")]

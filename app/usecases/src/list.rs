@@ -196,7 +196,11 @@ impl ResourceService {
         if left_out > 0 {
             tracing::warn!(server = %name, left_out, "listing entries left out: duplicates, or URIs that could not be read back");
         }
-        upstream.listed(resources.len() as u64);
+        upstream.listed(
+            resources.len() as u64,
+            listing.skipped,
+            listing.skip_reason.clone(),
+        );
         if caching && self.invalidator.unchanged_since(name, epoch).await {
             let cached = CachedListing {
                 resources: resources.clone(),

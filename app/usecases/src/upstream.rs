@@ -56,6 +56,8 @@ struct StatusRecord {
     resource_count: u64,
     last_used: Option<Timestamp>,
     last_error: Option<String>,
+    skipped_entries: u64,
+    skipped_reason: Option<String>,
 }
 
 /// One registered server.
@@ -286,8 +288,13 @@ impl Upstream {
     }
 
     /// Records how many resources the server listed.
-    pub(crate) fn listed(&self, count: u64) {
-        lock(&self.status).resource_count = count;
+    /// Records what the server's last listing gave: how many resources, and how many entries
+    /// were left out as malformed (and why the first was).
+    pub(crate) fn listed(&self, count: u64, skipped: u64, reason: Option<String>) {
+        let mut r = lock(&self.status);
+        r.resource_count = count;
+        r.skipped_entries = skipped;
+        r.skipped_reason = reason;
     }
 
     /// Records a failure. A failure of the server (unreachable, timed out, broken protocol)
@@ -335,6 +342,8 @@ impl Upstream {
             resource_count: r.resource_count,
             last_used: r.last_used,
             last_error: r.last_error,
+            skipped_entries: r.skipped_entries,
+            skipped_reason: r.skipped_reason,
         }
     }
 

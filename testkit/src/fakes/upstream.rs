@@ -76,7 +76,7 @@ impl UpstreamSession for FakeSession {
         {
             return Ok(UpstreamListing {
                 resources: listing,
-                truncated: false,
+                ..UpstreamListing::default()
             });
         }
         let contents = self.contents.lock().unwrap_or_else(|e| e.into_inner());
@@ -95,7 +95,7 @@ impl UpstreamSession for FakeSession {
         resources.sort_by(|a, b| a.uri.cmp(&b.uri));
         Ok(UpstreamListing {
             resources,
-            truncated: false,
+            ..UpstreamListing::default()
         })
     }
 

@@ -141,6 +141,8 @@ fn results_and_errors_conform_to_the_output_schemas() {
             resource_count: 1,
             last_used: Some("2026-04-08T12:00:00Z".parse().unwrap()),
             last_error: None,
+            skipped_entries: 0,
+            skipped_reason: None,
         }],
         total_count: 1,
         cached_count: 1,
