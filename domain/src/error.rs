@@ -1,4 +1,4 @@
-//! The one error catalogue (E001..E012) used by tool results, CLI exit codes, logs and audit.
+//! The one error catalogue (E001..E013) used by tool results, CLI exit codes, logs and audit.
 //!
 //! A code never changes meaning; new meanings get new codes.
 

@@ -46,8 +46,10 @@ impl ReadRequest {
 /// The resource gateway as its driving adapters (MCP server, CLI) see it.
 ///
 /// Errors carry the catalogue's codes: E001 for invalid input, E002 for a missing resource,
-/// E003 for an unknown or unreachable server, E007 for an unsatisfiable range, E008 for content over
-/// the limit, E009 for an upstream timeout, E012 for anything internal.
+/// E003 for an unknown or unreachable server (or an answer that does not parse), E006 for a stored
+/// version failing its checksum, E007 for an unsatisfiable range, E008 for content over the limit,
+/// E009 for an upstream timeout, E013 for an upstream's own error answer, E012 for anything
+/// internal.
 #[async_trait]
 pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
     /// Lists resources across servers: filtered, sorted by `modified_at` descending, paginated.
