@@ -30,6 +30,21 @@ pub fn open_fds(pid: u32) -> usize {
         .count()
 }
 
+/// The most resident memory `pid` has used so far (`VmHWM`), in bytes.
+///
+/// # Panics
+/// When `/proc/{pid}/status` cannot be read or has no `VmHWM` line.
+pub fn peak_rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/status: {e}"));
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in /proc/{pid}/status"));
+    kb * 1024
+}
+
 /// The names of the environment variables `pid` started with.
 ///
 /// # Panics

@@ -9,8 +9,7 @@ use rmcp::{
     ServiceExt,
     model::{ClientConfig, Implementation, ProtocolVersion},
     transport::{
-        StreamableHttpClientTransport, async_rw::AsyncRwTransport,
-        common::client_side_sse::ExponentialBackoff,
+        StreamableHttpClientTransport, common::client_side_sse::ExponentialBackoff,
         streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
@@ -20,7 +19,7 @@ use tokio::{
 };
 
 use crate::{
-    correlated::Correlated, guard::LineGuard, handler::UpstreamHandler, session::RmcpSession,
+    correlated::Correlated, handler::UpstreamHandler, session::RmcpSession, stdio::ChildTransport,
 };
 
 /// Environment variables a child inherits from the gateway; everything else it gets must be
@@ -150,12 +149,7 @@ impl UpstreamConnector for RmcpConnector {
                     ));
                 };
                 let limit = self.max_message_bytes();
-                // The guard cuts oversized lines at `limit`; rmcp's own bound sits just above, so
-                // the cut stub reaches its parser (and is ignored) rather than its discard path.
-                let transport = Correlated::new(
-                    AsyncRwTransport::new_client(LineGuard::new(stdout, limit), stdin)
-                        .with_max_line_length(limit.saturating_add(1024)),
-                );
+                let transport = Correlated::new(ChildTransport::new(stdout, stdin, limit));
                 let skipped = transport.skipped();
                 let service = tokio::time::timeout(deadline, handler.clone().serve(transport))
                     .await

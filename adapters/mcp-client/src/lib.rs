@@ -10,8 +10,8 @@
 mod connector;
 mod correlated;
 mod errors;
-mod guard;
 mod handler;
 mod session;
+mod stdio;
 
 pub use connector::RmcpConnector;

@@ -325,7 +325,7 @@ async fn rc_8_an_unparsable_answer_fails_its_request_at_once() {
             started.elapsed()
         );
         assert_eq!(code, "E003", "{message}");
-        assert!(message.contains("lone UTF-16 surrogate"), "{message}");
+        assert!(message.contains("does not parse"), "{message}");
     }
     let one = call(
         &client,
@@ -406,6 +406,48 @@ async fn rc_7_malformed_listing_entries_are_skipped_and_counted() {
             .as_str()
             .is_some_and(|r| !r.is_empty()),
         "{status}"
+    );
+    client.cancel().await.unwrap();
+}
+
+// traces: RC-4 — content over the limit (just over the transport's bound, and four times the
+// limit) is E008 in under a second, and the gateway's peak memory grows by less than twice the
+// limit: the message is cut as it arrives, and what was kept of it is given back.
+#[tokio::test(flavor = "multi_thread")]
+async fn rc_4_over_limit_content_is_refused_at_once_within_twice_the_limit() {
+    const LIMIT: u64 = 4 * 1024 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let config = stdio_fixture("files", &[]) + "[security]\nmax_resource_size_mb = 4\n";
+    let client = gateway(dir.path(), &config).await;
+    let quarry = gateway_pid(dir.path());
+    call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://files/fixture_3A//text/hello.txt"}),
+    )
+    .await;
+    let before = quarry_testkit::procs::peak_rss_bytes(quarry);
+    // The transport's bound is 4/3 of the limit (base64) plus 64 KiB.
+    let just_over_the_bound = LIMIT * 4 / 3 + 128 * 1024;
+    for size in [just_over_the_bound, 16 * 1024 * 1024] {
+        let started = Instant::now();
+        let (code, message) = call_error(
+            &client,
+            "read_mcp_resource",
+            json!({"resource_uri": format!("mcp://files/fixture_3A//sized/{size}")}),
+        )
+        .await;
+        assert_eq!(code, "E008", "{size}: {message}");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{size}: {:?}",
+            started.elapsed()
+        );
+    }
+    let growth = quarry_testkit::procs::peak_rss_bytes(quarry).saturating_sub(before);
+    assert!(
+        growth < 2 * LIMIT,
+        "peak memory grew by {growth} bytes for a {LIMIT}-byte limit"
     );
     client.cancel().await.unwrap();
 }
