@@ -260,6 +260,27 @@ async fn an_upstream_error_answer_is_e013_and_opens_no_circuit() {
     client.cancel().await.unwrap();
 }
 
+// traces: RC-7 — a server whose cursor loops sends its first page again: each gateway URI is
+// listed once, and the listing says it is partial.
+#[tokio::test]
+async fn rc_7_a_looping_cursor_lists_each_resource_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = stdio_fixture(
+        "loop",
+        &["--resources", "20", "--page-size", "5", "--repeat-cursor"],
+    );
+    let client = gateway(dir.path(), &config).await;
+    let listing = call(&client, "list_mcp_resources", json!({"limit": 1000})).await;
+    let listed = uris(&listing);
+    let mut distinct = listed.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(listed.len(), distinct.len(), "{listed:?}");
+    assert_eq!(listing["total_count"], 5, "{listing}");
+    assert_eq!(listing["partial"], true, "{listing}");
+    client.cancel().await.unwrap();
+}
+
 // traces: IV-1, IV-3, IV-4 — every bad input gets its code and a clear message, and the gateway
 // keeps serving.
 #[tokio::test]
