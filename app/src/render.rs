@@ -98,6 +98,16 @@ pub(crate) fn server_warnings(err: &mut impl Write, servers: &[ServerStatus]) ->
             s.last_error.as_deref().unwrap_or("unknown error")
         )?;
     }
+    for s in servers.iter().filter(|s| s.skipped_entries > 0) {
+        writeln!(
+            err,
+            "warning: server '{}' listed {} malformed entr{} (left out): {}",
+            s.server_name,
+            s.skipped_entries,
+            if s.skipped_entries == 1 { "y" } else { "ies" },
+            s.skipped_reason.as_deref().unwrap_or("no reason given")
+        )?;
+    }
     Ok(())
 }
 

@@ -195,3 +195,21 @@ fn the_demo_runs_with_nothing_set_up_and_shows_the_cache() {
     let text = String::from_utf8(human.stdout).unwrap();
     assert!(text.contains("served from cache"), "{text}");
 }
+
+// traces: RC-7 — `quarry list` says on stderr how many entries a server's listing left out as
+// malformed, and lists the rest.
+#[test]
+fn list_warns_about_malformed_entries_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = quarry_testkit::hostile::server_section("hostile", &["--malformed-entries"], "");
+    std::fs::write(dir.path().join("quarry.toml"), config).unwrap();
+    let out = quarry(dir.path(), &["list"]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("mcp://hostile/hostile_3A//one"), "{stdout}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("warning: server 'hostile' listed 2 malformed entries (left out)"),
+        "{stderr}"
+    );
+}
