@@ -15,6 +15,7 @@ mod query;
 mod range;
 mod resource;
 mod server;
+mod settings;
 mod text;
 mod uri;
 mod version;
@@ -32,9 +33,8 @@ pub use resource::{
     ConnectionStatus, ListResourcesResult, Origin, ReadResourceResult, Resource, ResourceType,
     ResourceVersion, ServerStatus, UpstreamFailure,
 };
-pub use server::{
-    Endpoint, ServerDraft, ServerId, ServerName, ServerSettings, ServerSpec, seconds,
-};
+pub use server::{Endpoint, ServerId, ServerName, ServerSpec};
+pub use settings::{ServerDraft, ServerSettings, seconds};
 pub use text::{MAX_MIME_TYPE_LEN, sanitize_label, sanitize_mime_type};
 pub use uri::{ResourceUri, encode_path, has_dot_segment, template_to_gateway};
 pub use version::{Digest, Retention, VersionNumber, VersionSelector};

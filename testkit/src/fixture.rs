@@ -21,7 +21,6 @@
 //! `--repeat-cursor` makes listing return the same next cursor forever (a broken server).
 
 use std::{
-    net::SocketAddr,
     sync::{
         Arc, Mutex, MutexGuard,
         atomic::{AtomicU64, Ordering},
@@ -31,7 +30,7 @@ use std::{
 
 use base64::Engine as _;
 use rmcp::{
-    ErrorData, RoleServer, ServerHandler, ServiceExt,
+    ErrorData, RoleServer, ServerHandler,
     model::{
         Annotations, CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult,
         ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult,
@@ -41,11 +40,13 @@ use rmcp::{
         Tool, UnsubscribeRequestParams,
     },
     service::{NotificationContext, Peer, RequestContext},
-    transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-    },
 };
-use tokio_util::sync::CancellationToken;
+
+mod content;
+mod serve;
+
+pub use content::{SNOW, big_text, blob_bytes, counter_text, hello_text, item_text, sized_text};
+pub use serve::{HttpFixture, program, serve_http, serve_stdio};
 
 /// How a fixture server behaves.
 #[derive(Debug, Clone, clap::Args)]
@@ -123,49 +124,6 @@ pub struct FixtureServer {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The bytes of `fixture://blob/bytes.bin`.
-pub fn blob_bytes() -> Vec<u8> {
-    (0..=255u8).collect()
-}
-
-/// The text of `fixture://unicode/snow.txt`.
-pub const SNOW: &str = "☃ snow ❄ falls ☃\n";
-
-/// The text of `fixture://text/hello.txt` on a server named `name`.
-pub fn hello_text(name: &str) -> String {
-    format!("Hello from {name}!\n")
-}
-
-/// The text of generated item `n`.
-pub fn item_text(n: u32) -> String {
-    format!("item {n} body\n")
-}
-
-/// The text of `fixture://sized/{n}`: exactly `n` bytes.
-pub fn sized_text(n: usize) -> String {
-    const PATTERN: &str = "quarry-fixture-sized-content\n";
-    let mut text = PATTERN.repeat(n / PATTERN.len() + 1);
-    text.truncate(n);
-    text
-}
-
-/// The text of `fixture://counter` after `n` bumps.
-pub fn counter_text(n: u64) -> String {
-    format!("count={n}\n")
-}
-
-/// The text of `fixture://big.txt`: `kb` KiB of numbered lines.
-pub fn big_text(kb: u32) -> String {
-    let mut out = String::with_capacity(kb as usize * 1024);
-    let mut line = 0u64;
-    while out.len() < kb as usize * 1024 {
-        out.push_str(&format!("line {line:08} of the big resource\n"));
-        line += 1;
-    }
-    out.truncate(kb as usize * 1024);
-    out
 }
 
 fn annotated(resource: Resource, last_modified: &str) -> Resource {
@@ -487,118 +445,4 @@ impl ServerHandler for FixtureServer {
         };
         Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
     }
-}
-
-/// Serves the fixture over this process's stdin/stdout until the client hangs up.
-///
-/// # Errors
-/// When the MCP handshake fails.
-pub async fn serve_stdio(args: FixtureArgs) -> anyhow::Result<()> {
-    let service = FixtureServer::new(args)
-        .serve(rmcp::transport::stdio())
-        .await?;
-    service.waiting().await?;
-    Ok(())
-}
-
-/// A fixture served over streamable HTTP on loopback.
-#[derive(Debug)]
-pub struct HttpFixture {
-    /// The MCP endpoint, `http://127.0.0.1:PORT/mcp`.
-    pub url: String,
-    /// The bound address.
-    pub addr: SocketAddr,
-    /// The server's shared state: call [`FixtureServer::bump`] to change content.
-    pub server: FixtureServer,
-    stop: CancellationToken,
-}
-
-impl HttpFixture {
-    /// Stops serving.
-    pub fn stop(&self) {
-        self.stop.cancel();
-    }
-}
-
-impl Drop for HttpFixture {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-/// Serves the fixture over streamable HTTP on `addr` (port 0 picks a free port) in the
-/// background of the current runtime.
-///
-/// # Errors
-/// When the address cannot be bound.
-pub async fn serve_http(args: FixtureArgs, addr: SocketAddr) -> anyhow::Result<HttpFixture> {
-    let stop = CancellationToken::new();
-    let server = FixtureServer::new(args);
-    let shared = server.clone();
-    let service: StreamableHttpService<FixtureServer, LocalSessionManager> =
-        StreamableHttpService::new(
-            move || Ok(shared.clone()),
-            Default::default(),
-            StreamableHttpServerConfig::default()
-                .with_sse_keep_alive(None)
-                .with_cancellation_token(stop.child_token()),
-        );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let addr = listener.local_addr()?;
-    // Small messages (notifications, short answers) must not wait for delayed ACKs.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let token = stop.clone();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(async move { token.cancelled_owned().await })
-            .await;
-    });
-    Ok(HttpFixture {
-        url: format!("http://{addr}/mcp"),
-        addr,
-        server,
-        stop,
-    })
-}
-
-/// The `quarry-fixture` program built beside the running test, so a test can run the fixture as a
-/// real child process over stdio. It is (re)built first, so a test never runs a stale fixture,
-/// unless `QUARRY_FIXTURE_PREBUILT` says the test command has just built it.
-///
-/// # Panics
-/// When the program cannot be built.
-pub fn program() -> std::path::PathBuf {
-    static PROGRAM: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    PROGRAM
-        .get_or_init(|| {
-            let name = format!("quarry-fixture{}", std::env::consts::EXE_SUFFIX);
-            let exe = std::env::current_exe().expect("the test's own path");
-            // Tests run from target/<profile>/deps/; programs live in target/<profile>/.
-            let profile_dir = exe
-                .parent()
-                .and_then(|deps| deps.parent())
-                .expect("a target directory");
-            let program = profile_dir.join(&name);
-            if !program.is_file() || std::env::var_os("QUARRY_FIXTURE_PREBUILT").is_none() {
-                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-                let status = std::process::Command::new(cargo)
-                    .args([
-                        "build",
-                        "--quiet",
-                        "-p",
-                        "quarry-testkit",
-                        "--bin",
-                        "quarry-fixture",
-                    ])
-                    .status()
-                    .expect("cargo runs");
-                assert!(status.success(), "building quarry-fixture failed");
-            }
-            assert!(program.is_file(), "{} was not built", program.display());
-            program
-        })
-        .clone()
 }

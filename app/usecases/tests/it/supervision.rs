@@ -7,7 +7,10 @@ use quarry_ports::UpstreamSession;
 use super::*;
 
 /// A service over `docs` whose every connection attempt is refused, counting the attempts.
-fn refusing(docs: ServerSettings) -> (Arc<ResourceService>, Arc<AtomicU32>) {
+fn refusing(
+    docs: ServerSettings,
+    supervision: Supervision,
+) -> (Arc<ResourceService>, Arc<AtomicU32>) {
     let attempts = Arc::new(AtomicU32::new(0));
     let seen = attempts.clone();
     let mut connector = MockUpstreamConnector::new();
@@ -24,7 +27,10 @@ fn refusing(docs: ServerSettings) -> (Arc<ResourceService>, Arc<AtomicU32>) {
             Arc::new(quarry_ports::MockVersionStore::new()),
             Arc::new(ManualClock::new()),
         ),
-        options(),
+        ServiceOptions {
+            supervision,
+            ..options()
+        },
     );
     (service, attempts)
 }
@@ -33,7 +39,7 @@ fn refusing(docs: ServerSettings) -> (Arc<ResourceService>, Arc<AtomicU32>) {
 // paused clock rather than by sleeping.
 #[tokio::test(start_paused = true)]
 async fn reads_retry_a_dead_connection_on_the_configured_schedule() {
-    let (service, attempts) = refusing(settings("docs"));
+    let (service, attempts) = refusing(settings("docs"), Supervision::default());
     let started = tokio::time::Instant::now();
     let err = service.read_resource(read(A)).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::E003);
@@ -136,13 +142,6 @@ async fn av_1_jitter_stays_within_its_fraction() {
 // touching the upstream, until the schedule allows the next attempt.
 #[tokio::test(start_paused = true)]
 async fn av_2_the_circuit_opens_after_repeated_failures_and_fails_fast() {
-    let calls = Arc::new(AtomicU32::new(0));
-    let seen = calls.clone();
-    let mut connector = MockUpstreamConnector::new();
-    connector.expect_connect().returning(move |_, _| {
-        seen.fetch_add(1, Ordering::SeqCst);
-        Err(UpstreamError::Unreachable("refused".into()))
-    });
     let supervision = Supervision {
         jitter: 0.0,
         circuit_threshold: 3,
@@ -150,19 +149,7 @@ async fn av_2_the_circuit_opens_after_repeated_failures_and_fails_fast() {
     };
     let mut docs = settings("docs");
     docs.retry.attempts = 0;
-    let service = ResourceService::new(
-        vec![docs],
-        ports(
-            Arc::new(connector),
-            Arc::new(FakeContentCache::new(1 << 20)),
-            Arc::new(quarry_ports::MockVersionStore::new()),
-            Arc::new(ManualClock::new()),
-        ),
-        ServiceOptions {
-            supervision,
-            ..options()
-        },
-    );
+    let (service, calls) = refusing(docs, supervision);
     for _ in 0..3 {
         assert_eq!(
             service.read_resource(read(A)).await.unwrap_err().code(),
@@ -350,7 +337,7 @@ async fn av_2_a_read_that_kills_its_session_is_retried_once() {
 async fn a_read_never_takes_longer_than_the_servers_timeout() {
     let mut docs = settings("docs");
     docs.spec.timeout = Duration::from_secs(2);
-    let (service, calls) = refusing(docs);
+    let (service, calls) = refusing(docs, Supervision::default());
     let started = tokio::time::Instant::now();
     let err = service.read_resource(read(A)).await.unwrap_err();
     assert!(

@@ -1,0 +1,295 @@
+//! Server settings as registered: a server's spec with its retry policy and pool, and the one
+//! validator that turns what someone wrote (a configuration section, a tool call, a command
+//! line) into them, naming each field as that someone knows it.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use serde::Serialize;
+
+use crate::{Endpoint, Error, RetryPolicy, ServerId, ServerName, ServerSpec};
+
+/// A registered server with its retry policy and its pool: one type for the configuration
+/// file, the `add_mcp_server` tool, the command line and the registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerSettings {
+    /// Name, id, endpoint, timeout, page bound.
+    pub spec: ServerSpec,
+    /// Retries for reads, and the base of the reconnection backoff.
+    pub retry: RetryPolicy,
+    /// Most sessions (stdio: processes) held open to the server at once.
+    pub pool_size: u32,
+}
+
+impl ServerSettings {
+    /// The default pool size (the spec's "10 connections per server").
+    pub const DEFAULT_POOL_SIZE: u32 = 10;
+    /// The largest pool a server may ask for.
+    pub const MAX_POOL_SIZE: u32 = 100;
+
+    /// A server with the default retry policy and pool.
+    pub fn new(spec: ServerSpec) -> Self {
+        Self {
+            spec,
+            retry: RetryPolicy::default(),
+            pool_size: Self::DEFAULT_POOL_SIZE,
+        }
+    }
+
+    /// The server's name.
+    pub fn name(&self) -> &ServerName {
+        &self.spec.name
+    }
+}
+
+/// A server as someone describes it (a configuration section, a tool call, a command line),
+/// before it is checked. The one validator of server settings: every bound lives here.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerDraft {
+    /// The name to register.
+    pub name: String,
+    /// An explicit id.
+    pub id: Option<String>,
+    /// A streamable HTTP endpoint.
+    pub endpoint: Option<String>,
+    /// A program to run over stdio.
+    pub command: Option<String>,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Its working directory.
+    pub cwd: Option<String>,
+    /// Request timeout, in seconds.
+    pub timeout_secs: Option<f64>,
+    /// Page bound for listings.
+    pub max_pages: Option<u32>,
+    /// Retries of a read whose connection failed.
+    pub retry_attempts: Option<u32>,
+    /// Seconds before the first retry.
+    pub retry_delay_secs: Option<f64>,
+    /// Most sessions held open at once.
+    pub pool_size: Option<u32>,
+}
+
+impl ServerDraft {
+    /// Checks the draft and builds the settings. `field` names each field in messages as the
+    /// caller's user knows it (`servers.docs.timeout` in a configuration file, `--timeout` on the
+    /// command line, `timeout` in a tool call).
+    ///
+    /// # Errors
+    /// E001 naming the field: a bad name or id, neither or both of endpoint and command, an
+    /// endpoint that is not http(s), stdio fields on an HTTP server, a timeout outside
+    /// (0, 3600] seconds, a page bound of 0, more than 10 retries, a retry delay outside (0, 30]
+    /// seconds, a pool outside 1..=100.
+    pub fn into_settings(self, field: &dyn Fn(&str) -> String) -> Result<ServerSettings, Error> {
+        let name = ServerName::parse(&self.name)
+            .map_err(|e| Error::invalid(format!("{}: {}", field("name"), e.message())))?;
+        let endpoint = match (self.endpoint, self.command) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(format!(
+                    "{} and {} are both set; use endpoint for HTTP servers, command for stdio ones",
+                    field("endpoint"),
+                    field("command")
+                )));
+            }
+            (None, None) => {
+                return Err(Error::invalid(format!(
+                    "{} (an http(s) URL) or {} (a program to run) is needed",
+                    field("endpoint"),
+                    field("command")
+                )));
+            }
+            (Some(url), None) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() > 2048
+                {
+                    return Err(Error::invalid(format!(
+                        "{} must be an http:// or https:// URL, got {:?}",
+                        field("endpoint"),
+                        url.chars().take(128).collect::<String>()
+                    )));
+                }
+                if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() {
+                    return Err(Error::invalid(format!(
+                        "{}, {} and {} apply to command servers, not endpoint ones",
+                        field("args"),
+                        field("env"),
+                        field("cwd")
+                    )));
+                }
+                Endpoint::Http { url }
+            }
+            (None, Some(command)) => {
+                if command.trim().is_empty() {
+                    return Err(Error::invalid(format!(
+                        "{} must not be empty",
+                        field("command")
+                    )));
+                }
+                Endpoint::Stdio {
+                    command,
+                    args: self.args,
+                    env: self.env,
+                    cwd: self.cwd,
+                }
+            }
+        };
+        let mut spec = ServerSpec::new(name, endpoint);
+        if let Some(id) = self.id {
+            spec.id = ServerId::parse(&id)
+                .map_err(|e| Error::invalid(format!("{}: {}", field("id"), e.message())))?;
+        }
+        if let Some(t) = self.timeout_secs {
+            spec.timeout = seconds(&field("timeout"), t, 3600.0)?;
+        }
+        if let Some(p) = self.max_pages {
+            if p == 0 {
+                return Err(Error::invalid(format!(
+                    "{} must be at least 1",
+                    field("max_pages")
+                )));
+            }
+            spec.max_pages = p;
+        }
+        let mut retry = RetryPolicy::default();
+        if let Some(a) = self.retry_attempts {
+            if a > RetryPolicy::MAX_ATTEMPTS {
+                return Err(Error::invalid(format!(
+                    "{} must be at most {}",
+                    field("retry_attempts"),
+                    RetryPolicy::MAX_ATTEMPTS
+                )));
+            }
+            retry.attempts = a;
+        }
+        if let Some(d) = self.retry_delay_secs {
+            retry.delay = seconds(
+                &field("retry_delay"),
+                d,
+                RetryPolicy::MAX_DELAY.as_secs_f64(),
+            )?;
+        }
+        let pool_size = match self.pool_size {
+            None => ServerSettings::DEFAULT_POOL_SIZE,
+            Some(n) if (1..=ServerSettings::MAX_POOL_SIZE).contains(&n) => n,
+            Some(n) => {
+                return Err(Error::invalid(format!(
+                    "{} must be between 1 and {}, got {n}",
+                    field("pool_size"),
+                    ServerSettings::MAX_POOL_SIZE
+                )));
+            }
+        };
+        Ok(ServerSettings {
+            spec,
+            retry,
+            pool_size,
+        })
+    }
+}
+
+/// A duration in seconds within (0, max].
+///
+/// # Errors
+/// E001 naming `key` when out of bounds or not a number.
+pub fn seconds(key: &str, value: f64, max: f64) -> Result<Duration, Error> {
+    if !(value.is_finite() && value > 0.0 && value <= max) {
+        return Err(Error::invalid(format!(
+            "{key} must be more than 0 and at most {max} seconds, got {value}"
+        )));
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorCode;
+
+    fn draft(endpoint: &str) -> ServerDraft {
+        ServerDraft {
+            name: "docs".into(),
+            endpoint: Some(endpoint.into()),
+            ..ServerDraft::default()
+        }
+    }
+
+    #[test]
+    fn one_validator_names_fields_as_each_caller_does() {
+        let config = |k: &str| format!("servers.docs.{k}");
+        let cli = |k: &str| format!("--{}", k.replace('_', "-"));
+        let bad = ServerDraft {
+            pool_size: Some(0),
+            ..draft("http://h/mcp")
+        };
+        let e = bad.clone().into_settings(&config).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "servers.docs.pool_size must be between 1 and 100, got 0"
+        );
+        let e = bad.into_settings(&cli).unwrap_err();
+        assert_eq!(e.message(), "--pool-size must be between 1 and 100, got 0");
+        for (d, want) in [
+            (
+                ServerDraft {
+                    retry_attempts: Some(11),
+                    ..draft("http://h")
+                },
+                "retry_attempts must be at most 10",
+            ),
+            (
+                ServerDraft {
+                    retry_delay_secs: Some(31.0),
+                    ..draft("http://h")
+                },
+                "retry_delay must be more than 0 and at most 30",
+            ),
+            (
+                ServerDraft {
+                    timeout_secs: Some(0.0),
+                    ..draft("http://h")
+                },
+                "timeout must be more than 0",
+            ),
+            (
+                ServerDraft {
+                    max_pages: Some(0),
+                    ..draft("http://h")
+                },
+                "max_pages must be at least 1",
+            ),
+            (
+                draft("ftp://h"),
+                "endpoint must be an http:// or https:// URL",
+            ),
+        ] {
+            let e = d.into_settings(&|k: &str| k.to_owned()).unwrap_err();
+            assert!(e.message().starts_with(want), "{} vs {want}", e.message());
+            assert_eq!(e.code(), ErrorCode::E001);
+        }
+    }
+
+    #[test]
+    fn defaults_fill_what_a_draft_leaves_out() {
+        let s = ServerDraft {
+            retry_attempts: Some(0),
+            retry_delay_secs: Some(2.5),
+            pool_size: Some(3),
+            ..draft("https://h/mcp")
+        }
+        .into_settings(&|k: &str| k.to_owned())
+        .unwrap();
+        assert_eq!(
+            s.retry,
+            RetryPolicy {
+                attempts: 0,
+                delay: Duration::from_millis(2500)
+            }
+        );
+        assert_eq!(s.pool_size, 3);
+        assert_eq!(s.spec.timeout, ServerSpec::DEFAULT_TIMEOUT);
+        let plain = draft("https://h/mcp")
+            .into_settings(&|k: &str| k.to_owned())
+            .unwrap();
+        assert_eq!(plain, ServerSettings::new(plain.spec.clone()));
+    }
+}
