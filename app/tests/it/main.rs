@@ -6,9 +6,12 @@
 #![allow(clippy::unwrap_used)]
 
 mod cli;
+mod hostile;
+mod inputs;
 mod peers;
 mod readpath;
 mod registry;
 mod serve;
 mod supervision;
 mod support;
+mod wire;
