@@ -19,7 +19,8 @@ use tokio::{
 };
 
 use crate::{
-    correlated::Correlated, handler::UpstreamHandler, session::RmcpSession, stdio::ChildTransport,
+    correlated::Correlated, handler::UpstreamHandler, http::GuardedHttp, session::RmcpSession,
+    stdio::ChildTransport,
 };
 
 /// Environment variables a child inherits from the gateway; everything else it gets must be
@@ -176,17 +177,15 @@ impl UpstreamConnector for RmcpConnector {
                 let mut retry = ExponentialBackoff::default();
                 retry.max_times = Some(3);
                 retry.max_delay = Some(Duration::from_secs(30));
-                // rmcp treats a message over these bounds as fatal to the whole session, so they
-                // sit at twice the message limit: memory stays bounded, and content merely over
-                // the configured size is refused (E008) by the session, which lives on.
-                let ceiling = self.max_message_bytes().saturating_mul(2);
+                // A message over the bound answers its own request (E008); see `http.rs`.
+                let bound = self.max_message_bytes();
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .max_json_response_size(ceiling)
-                    .max_sse_event_size(ceiling)
+                    .max_json_response_size(bound)
+                    .max_sse_event_size(bound)
                     .reinit_on_expired_session(true);
                 config.retry_config = Arc::new(retry);
                 let transport = Correlated::new(StreamableHttpClientTransport::with_client(
-                    self.http.clone(),
+                    GuardedHttp::new(self.http.clone()),
                     config,
                 ));
                 let skipped = transport.skipped();

@@ -11,7 +11,7 @@ pub(crate) fn from_service(error: ServiceError, reading: bool) -> UpstreamError 
             let message = sanitize_label(&data.message);
             match data.code {
                 ErrorCode::METHOD_NOT_FOUND => UpstreamError::MethodNotFound,
-                ErrorCode(crate::stdio::TOO_LARGE_CODE) => {
+                ErrorCode(crate::answers::TOO_LARGE_CODE) => {
                     let field = |name: &str| {
                         data.data
                             .as_ref()
@@ -20,11 +20,11 @@ pub(crate) fn from_service(error: ServiceError, reading: bool) -> UpstreamError 
                             .unwrap_or(0)
                     };
                     UpstreamError::TooLarge {
-                        size: field(crate::stdio::SIZE_FIELD),
-                        limit: field(crate::stdio::LIMIT_FIELD),
+                        size: field(crate::answers::SIZE_FIELD),
+                        limit: field(crate::answers::LIMIT_FIELD),
                     }
                 }
-                ErrorCode(crate::stdio::UNPARSABLE_CODE) => UpstreamError::BadResponse(message),
+                ErrorCode(crate::answers::UNPARSABLE_CODE) => UpstreamError::BadResponse(message),
                 ErrorCode::RESOURCE_NOT_FOUND => UpstreamError::NotFound(message),
                 // Since 2026-07-28 (SEP-2164) a missing resource is -32602; older servers use it
                 // for unknown URIs as well.

@@ -7,10 +7,12 @@
 //! Child processes are spawned directly (never through a shell) with a minimal environment, their
 //! stderr forwarded to the log, and killed when their session ends.
 
+mod answers;
 mod connector;
 mod correlated;
 mod errors;
 mod handler;
+mod http;
 mod session;
 mod stdio;
 

@@ -11,29 +11,18 @@
 
 use std::{collections::VecDeque, future::Future, io, sync::Arc};
 
+use crate::answers::{EDGE, id_of, response_id, too_large, unparsable};
 use rmcp::{
     RoleClient,
-    model::{ErrorCode, ErrorData, JsonRpcMessage, RequestId},
+    model::{ErrorData, JsonRpcMessage, RequestId},
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
 };
-use serde_json::json;
 use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
     sync::Mutex,
 };
 
-/// The JSON-RPC error code of the synthetic "too large" answer.
-pub(crate) const TOO_LARGE_CODE: i32 = -32_050;
-/// The JSON-RPC error code of the synthetic "could not be parsed" answer.
-pub(crate) const UNPARSABLE_CODE: i32 = -32_051;
-/// The field of the "too large" answer's `data` that carries the message's size in bytes.
-pub(crate) const SIZE_FIELD: &str = "size";
-/// The field of that answer's `data` that carries the limit in bytes.
-pub(crate) const LIMIT_FIELD: &str = "limit";
-
-/// Bytes remembered of each end of a line, to find its id.
-const EDGE: usize = 256;
 /// Bytes read from the child at a time.
 const CHUNK: usize = 64 * 1024;
 
@@ -144,46 +133,6 @@ impl Lines {
     }
 }
 
-/// The request id a response carries, read from its first bytes (`{"jsonrpc":"2.0","id":7,...`,
-/// as rmcp writes) or its last ones (`...,"jsonrpc":"2.0","id":7}`, as the TypeScript SDK
-/// writes).
-fn response_id(head: &[u8], tail: &[u8]) -> Option<RequestId> {
-    let head = String::from_utf8_lossy(head);
-    let tail = String::from_utf8_lossy(tail);
-    let from_head = head
-        .strip_prefix("{\"jsonrpc\":\"2.0\",\"id\":")
-        .and_then(|rest| rest.split([',', '}']).next());
-    let from_tail = tail
-        .trim_end()
-        .strip_suffix('}')
-        .and_then(|rest| {
-            rest.rsplit_once("\"jsonrpc\":\"2.0\",\"id\":")
-                .map(|(_, id)| id)
-        })
-        .or_else(|| {
-            tail.trim_end()
-                .strip_suffix('}')
-                .and_then(|rest| rest.rsplit_once("\"id\":").map(|(_, id)| id))
-                .filter(|id| !id.contains(','))
-        });
-    from_head
-        .or(from_tail)
-        .map(str::trim)
-        .filter(|id| is_plain_id(id))
-        .and_then(|id| serde_json::from_str(id).ok())
-}
-
-fn is_plain_id(id: &str) -> bool {
-    let number = !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit() || b == b'-');
-    let string = id.len() >= 2
-        && id.starts_with('"')
-        && id.ends_with('"')
-        && id[1..id.len() - 1]
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    number || string
-}
-
 fn answer(id: RequestId, error: ErrorData) -> RxJsonRpcMessage<RoleClient> {
     JsonRpcMessage::error(error, Some(id))
 }
@@ -200,14 +149,7 @@ fn message(line: Line, limit: usize) -> Option<RxJsonRpcMessage<RoleClient>> {
                 );
                 return None;
             };
-            Some(answer(
-                id,
-                ErrorData::new(
-                    ErrorCode(TOO_LARGE_CODE),
-                    "the response is over the size limit",
-                    Some(json!({ SIZE_FIELD: len, LIMIT_FIELD: limit })),
-                ),
-            ))
+            Some(answer(id, too_large(len, limit)))
         }
         Line::Whole(bytes) => {
             let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
@@ -218,19 +160,11 @@ fn message(line: Line, limit: usize) -> Option<RxJsonRpcMessage<RoleClient>> {
             match serde_json::from_slice(text) {
                 Ok(message) => Some(message),
                 Err(e) => {
-                    let edge = text.len().min(EDGE);
-                    let id = response_id(&text[..edge], &text[text.len() - edge..]);
+                    let id = id_of(text);
                     let is_response = text.windows(9).any(|w| w == b"\"result\":")
                         || text.windows(8).any(|w| w == b"\"error\":");
                     match id {
-                        Some(id) if is_response => Some(answer(
-                            id,
-                            ErrorData::new(
-                                ErrorCode(UNPARSABLE_CODE),
-                                format!("the response does not parse: {e}"),
-                                None,
-                            ),
-                        )),
+                        Some(id) if is_response => Some(answer(id, unparsable(&e.to_string()))),
                         _ => {
                             tracing::debug!("ignored an upstream message that does not parse: {e}");
                             None

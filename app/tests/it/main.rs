@@ -7,6 +7,7 @@
 
 mod cli;
 mod hostile;
+mod hostile_http;
 mod inputs;
 mod peers;
 mod readpath;

@@ -125,7 +125,8 @@ impl Upstream {
     /// A connection that cannot be made is retried on the server's schedule; a session that died
     /// during the request is retried at most once (on a new session: the request may be what
     /// kills it). A request that timed out on a session is no failure of the server until the
-    /// session fails a ping too: until then the session takes no new requests.
+    /// session fails a ping too: until then the session takes no new requests. A request whose
+    /// connection broke off while the session lives on (HTTP) is none either when a ping answers.
     pub(crate) async fn call<T, F, Fut>(
         &self,
         attempts: Attempts,
@@ -164,10 +165,21 @@ impl Upstream {
                     self.check_after_timeout(session).await;
                     return Err(e);
                 }
-                (UpstreamError::Unreachable(_), Some(_)) => deaths += 1,
-                _ => {}
+                (UpstreamError::Unreachable(_), Some(session)) => {
+                    deaths += 1;
+                    // A session that lives on (HTTP: the request's connection broke off) and
+                    // still answers a ping within the call's time lost only this request.
+                    let left = attempts.total.map(|total| {
+                        total.saturating_sub(clock.monotonic().saturating_sub(started))
+                    });
+                    if self.still_answers(&session, left).await {
+                        lock(&self.status).last_error = Some(e.to_string());
+                    } else {
+                        self.failed(&e);
+                    }
+                }
+                _ => self.failed(&e),
             }
-            self.failed(&e);
             let retry = matches!(e, UpstreamError::Unreachable(_))
                 && retries < attempts.retries
                 && deaths <= 1;
@@ -228,8 +240,23 @@ impl Upstream {
         (result, Some(session))
     }
 
-    /// A request on `session` went past its deadline: the session takes no new requests while
-    /// a ping (in the background, so the caller is answered now) tells whether it still answers.
+    /// True when `session` is open and answers a ping within `within`.
+    async fn still_answers(
+        &self,
+        session: &Arc<dyn UpstreamSession>,
+        within: Option<Duration>,
+    ) -> bool {
+        if session.is_closed() {
+            return false;
+        }
+        match within {
+            Some(d) => matches!(tokio::time::timeout(d, session.ping()).await, Ok(Ok(()))),
+            None => session.ping().await.is_ok(),
+        }
+    }
+
+    /// A request on `session` went past its deadline: the session takes no new requests while a
+    /// ping (in the background, so the caller is answered now) tells whether it still answers.
     /// If it does, the timeout was about one resource; if not, the session is replaced and that
     /// counts as a failure of the server.
     async fn check_after_timeout(&self, session: Arc<dyn UpstreamSession>) {

@@ -35,8 +35,6 @@ pub struct FakeSession {
     pub in_flight: Arc<AtomicUsize>,
     /// See `in_flight`.
     pub max_in_flight: Arc<AtomicUsize>,
-    /// Listings always fail.
-    pub fail_listing: bool,
     /// The `ttlMs` hint reads carry.
     pub ttl: Option<Duration>,
     /// Reads are marked `cacheScope: private`.
@@ -65,7 +63,7 @@ impl FakeSession {
 impl UpstreamSession for FakeSession {
     async fn list_resources(&self) -> Result<UpstreamListing, UpstreamError> {
         self.lists.fetch_add(1, Ordering::SeqCst);
-        if self.fail_listing || self.down.load(Ordering::SeqCst) {
+        if self.down.load(Ordering::SeqCst) {
             return Err(UpstreamError::Unreachable("down".into()));
         }
         if let Some(listing) = self

@@ -1,6 +1,8 @@
 //! Lines bounded as they arrive, and the answers a cut or unparsable line gets.
 
 use super::*;
+use crate::answers::{TOO_LARGE_CODE, UNPARSABLE_CODE};
+use serde_json::json;
 
 fn lines_of(input: &[u8], limit: usize) -> Vec<Line> {
     let mut lines = Lines::new(limit);

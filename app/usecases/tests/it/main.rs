@@ -17,7 +17,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc,
-        atomic::{AtomicU32, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -129,7 +129,7 @@ pub(crate) async fn world_with(docs: FakeSession) -> World {
         },
     );
     let down = Arc::new(FakeSession {
-        fail_listing: true,
+        down: AtomicBool::new(true),
         ..FakeSession::default()
     });
     let cache = Arc::new(FakeContentCache::new(1 << 20));
