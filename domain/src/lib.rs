@@ -8,6 +8,7 @@ mod backoff;
 mod circuit;
 mod classify;
 mod content;
+mod credential;
 mod error;
 mod idempotency;
 mod principal;
@@ -24,6 +25,9 @@ pub use backoff::{Backoff, RetryPolicy};
 pub use circuit::Circuit;
 pub use classify::{ClassificationRule, Classified, Classifier};
 pub use content::{Body, Content};
+pub use credential::{
+    AuthType, DEFAULT_API_KEY_HEADER, MAX_HEADER_NAME_LEN, MAX_SECRET_LEN, Secret, UpstreamAuth,
+};
 pub use error::{Error, ErrorCode};
 pub use idempotency::{IdempotencyKey, Payload};
 pub use principal::Principal;

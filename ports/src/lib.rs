@@ -13,6 +13,7 @@ mod key;
 mod listings;
 mod registry;
 mod upstream;
+mod vault;
 mod versions;
 
 pub use cache::{CacheStats, CachedContent, ContentCache};
@@ -28,6 +29,9 @@ pub use upstream::{
     Fetched, UpstreamConnector, UpstreamError, UpstreamListing, UpstreamObserver, UpstreamResource,
     UpstreamSession, UpstreamTemplate,
 };
+pub use vault::{
+    CipherError, CredentialCipher, CredentialStore, SealIdentity, Sealed, StoredCredential,
+};
 pub use versions::{Recorded, StoreError, VersionStore, VersionSummary};
 
 #[cfg(feature = "mocks")]
@@ -42,5 +46,7 @@ pub use listings::{MockInvalidationBus, MockListingCache};
 pub use registry::{MockIdempotencyStore, MockServerRegistry};
 #[cfg(feature = "mocks")]
 pub use upstream::{MockUpstreamConnector, MockUpstreamObserver, MockUpstreamSession};
+#[cfg(feature = "mocks")]
+pub use vault::{MockCredentialCipher, MockCredentialStore};
 #[cfg(feature = "mocks")]
 pub use versions::MockVersionStore;

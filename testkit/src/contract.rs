@@ -8,6 +8,7 @@
 pub mod caches;
 pub mod idempotency;
 pub mod registry;
+pub mod vault;
 pub mod versions;
 
 #[cfg(test)]

@@ -8,9 +8,11 @@ mod clock;
 mod hasher;
 mod stores;
 mod upstream;
+mod vault;
 
 pub use caches::{FakeContentCache, FakeInvalidationBus, FakeListingCache};
 pub use clock::ManualClock;
 pub use hasher::FakeHasher;
 pub use stores::{FakeIdempotencyStore, FakeRegistry, FakeVersionStore};
 pub use upstream::{CountingConnector, FakeConnector, FakeSession};
+pub use vault::{FakeCipher, FakeCredentialStore};

@@ -1,6 +1,11 @@
-//! Cryptography through ring, behind Quarry's ports: SHA-256 content digests.
+//! Cryptography through ring, behind Quarry's ports: SHA-256 content digests and the vault's
+//! AES-256-GCM envelope encryption.
 //!
 //! Architecture invariant: ring is used here and nowhere else; no ring type leaves this crate.
+
+mod vault;
+
+pub use vault::{KeySource, RingCipher, VaultKey};
 
 use quarry_domain::Digest;
 use quarry_ports::ContentHasher;

@@ -8,6 +8,7 @@
 mod errors;
 mod idempotency;
 mod registry;
+mod vault;
 
 use std::{path::Path, str::FromStr, time::Duration};
 
@@ -45,7 +46,7 @@ pub(crate) fn micros(t: Timestamp) -> i64 {
     t.timestamp_micros()
 }
 
-fn from_micros(us: i64) -> Timestamp {
+pub(crate) fn from_micros(us: i64) -> Timestamp {
     Utc.timestamp_micros(us).single().unwrap_or_default()
 }
 

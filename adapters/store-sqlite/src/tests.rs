@@ -146,6 +146,7 @@ mod contract {
     #[tokio::test]
     async fn the_sqlite_store_keeps_the_registry_contract() {
         contract::registry::check(store().await).await;
+        contract::vault::check(store().await).await;
     }
 
     #[tokio::test]

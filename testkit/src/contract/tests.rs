@@ -4,8 +4,8 @@ use quarry_domain::Retention;
 
 use super::*;
 use crate::fakes::{
-    FakeContentCache, FakeIdempotencyStore, FakeInvalidationBus, FakeListingCache, FakeRegistry,
-    FakeVersionStore,
+    FakeContentCache, FakeCredentialStore, FakeIdempotencyStore, FakeInvalidationBus,
+    FakeListingCache, FakeRegistry, FakeVersionStore,
 };
 
 #[tokio::test]
@@ -33,4 +33,9 @@ async fn the_fake_caches_keep_their_contracts() {
     caches::check_content(FakeContentCache::new(1 << 20), 1 << 20).await;
     caches::check_listings(FakeListingCache::default()).await;
     caches::check_bus(FakeInvalidationBus::default()).await;
+}
+
+#[tokio::test]
+async fn the_fake_credential_store_keeps_the_contract() {
+    vault::check(FakeCredentialStore::default()).await;
 }

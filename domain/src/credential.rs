@@ -1,0 +1,262 @@
+//! Upstream credentials: what Quarry sends a server to authenticate, validated before anything
+//! is stored, printed only as a redaction, and wiped from memory when dropped.
+//!
+//! A credential exists in plaintext only as a [`UpstreamAuth`] in memory, and as the bytes of
+//! [`UpstreamAuth::to_plaintext`] on their way into the vault's cipher (both zeroised on drop).
+
+use std::fmt;
+
+use serde_json::{Map, Value, json};
+use zeroize::{Zeroize, Zeroizing};
+
+use crate::Error;
+
+/// The longest secret accepted, in bytes.
+pub const MAX_SECRET_LEN: usize = 8 * 1024;
+/// The longest header name accepted for an API key.
+pub const MAX_HEADER_NAME_LEN: usize = 64;
+/// The header an API key goes in when the credential names none.
+pub const DEFAULT_API_KEY_HEADER: &str = "X-API-Key";
+
+/// What a redacted secret prints as.
+const REDACTED: &str = "«redacted»";
+
+/// Headers an API key may not take: they belong to HTTP itself or to the MCP transport.
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "accept",
+    "cookie",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+
+/// A secret string: never printed, wiped from memory when dropped.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Zeroizing<String>);
+
+impl Secret {
+    /// A secret of visible ASCII (a header value), 1 to [`MAX_SECRET_LEN`] bytes; `field` names
+    /// it in the error, which never contains the value.
+    pub fn parse(field: &str, value: String) -> Result<Self, Error> {
+        let value = Zeroizing::new(value);
+        if value.is_empty() {
+            return Err(Error::invalid(format!("credentials.{field} is empty")));
+        }
+        if value.len() > MAX_SECRET_LEN {
+            return Err(Error::invalid(format!(
+                "credentials.{field} is longer than {MAX_SECRET_LEN} bytes"
+            )));
+        }
+        if !value.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(Error::invalid(format!(
+                "credentials.{field} may hold only visible ASCII characters (no spaces, no line breaks)"
+            )));
+        }
+        Ok(Self(value))
+    }
+
+    /// The plaintext, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+/// The kinds of credential, as the spec names them on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AuthType {
+    /// A key in a request header.
+    ApiKey,
+    /// `Authorization: Bearer <token>`.
+    BearerToken,
+}
+
+impl AuthType {
+    /// Every type this build accepts.
+    pub const ALL: [Self; 2] = [Self::ApiKey, Self::BearerToken];
+
+    /// The type's name on the wire (`api_key`, `bearer_token`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ApiKey => "api_key",
+            Self::BearerToken => "bearer_token",
+        }
+    }
+
+    /// Parses a name from the wire.
+    pub fn parse(name: &str) -> Result<Self, Error> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str() == name)
+            .ok_or_else(|| {
+                let known: Vec<_> = Self::ALL.iter().map(|t| t.as_str()).collect();
+                Error::invalid(format!(
+                    "auth_type '{}' is not one of: {}",
+                    crate::sanitize_label(name),
+                    known.join(", ")
+                ))
+            })
+    }
+}
+
+impl fmt::Display for AuthType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How Quarry authenticates to one upstream server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamAuth {
+    /// A key sent in `header` on every request.
+    ApiKey {
+        /// The header's name (a valid HTTP token, not one HTTP or MCP reserves).
+        header: String,
+        /// The key.
+        key: Secret,
+    },
+    /// A bearer token sent as `Authorization: Bearer <token>`.
+    Bearer {
+        /// The token.
+        token: Secret,
+    },
+}
+
+impl UpstreamAuth {
+    /// Parses the spec's `auth_type` and `credentials` object: `api_key` takes `key` and an
+    /// optional `header` (default [`DEFAULT_API_KEY_HEADER`]); `bearer_token` takes `token`.
+    /// Unknown fields are refused, so a misspelt one is not silently dropped.
+    pub fn parse(auth_type: &str, credentials: &Map<String, Value>) -> Result<Self, Error> {
+        let kind = AuthType::parse(auth_type)?;
+        let allowed: &[&str] = match kind {
+            AuthType::ApiKey => &["key", "header"],
+            AuthType::BearerToken => &["token"],
+        };
+        if let Some(unknown) = credentials.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return Err(Error::invalid(format!(
+                "credentials.{} is not a field of {kind} credentials (expected: {})",
+                crate::sanitize_label(unknown),
+                allowed.join(", ")
+            )));
+        }
+        let text = |field: &str| -> Result<Option<String>, Error> {
+            match credentials.get(field) {
+                None => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(Error::invalid(format!(
+                    "credentials.{field} must be a string"
+                ))),
+            }
+        };
+        let required = |field: &str| -> Result<Secret, Error> {
+            let value = text(field)?.ok_or_else(|| {
+                Error::invalid(format!("{kind} credentials need credentials.{field}"))
+            })?;
+            Secret::parse(field, value)
+        };
+        match kind {
+            AuthType::ApiKey => {
+                let header = match text("header")? {
+                    Some(name) => header_name(&name)?,
+                    None => DEFAULT_API_KEY_HEADER.to_owned(),
+                };
+                Ok(Self::ApiKey {
+                    header,
+                    key: required("key")?,
+                })
+            }
+            AuthType::BearerToken => Ok(Self::Bearer {
+                token: required("token")?,
+            }),
+        }
+    }
+
+    /// The credential's type.
+    pub fn auth_type(&self) -> AuthType {
+        match self {
+            Self::ApiKey { .. } => AuthType::ApiKey,
+            Self::Bearer { .. } => AuthType::BearerToken,
+        }
+    }
+
+    /// The headers that carry it on an HTTP request: (name, value).
+    pub fn headers(&self) -> Vec<(String, Secret)> {
+        match self {
+            Self::ApiKey { header, key } => vec![(header.clone(), key.clone())],
+            Self::Bearer { token } => vec![(
+                "Authorization".to_owned(),
+                Secret(Zeroizing::new(format!("Bearer {}", token.expose()))),
+            )],
+        }
+    }
+
+    /// The bytes the vault seals: the credentials object as JSON.
+    pub fn to_plaintext(&self) -> Zeroizing<Vec<u8>> {
+        let mut value = match self {
+            Self::ApiKey { header, key } => json!({"header": header, "key": key.expose()}),
+            Self::Bearer { token } => json!({"token": token.expose()}),
+        };
+        let bytes = Zeroizing::new(value.to_string().into_bytes());
+        wipe(&mut value);
+        bytes
+    }
+
+    /// The credential sealed as [`Self::to_plaintext`], given its type.
+    pub fn from_plaintext(auth_type: AuthType, plaintext: &[u8]) -> Result<Self, Error> {
+        let mut value: Value = serde_json::from_slice(plaintext)
+            .map_err(|_| Error::invalid("a stored credential is not a credentials object"))?;
+        let parsed = match &value {
+            Value::Object(map) => Self::parse(auth_type.as_str(), map),
+            _ => Err(Error::invalid(
+                "a stored credential is not a credentials object",
+            )),
+        };
+        wipe(&mut value);
+        parsed
+    }
+}
+
+/// Overwrites the strings of a JSON value that held secrets.
+fn wipe(value: &mut Value) {
+    match value {
+        Value::String(s) => s.zeroize(),
+        Value::Array(items) => items.iter_mut().for_each(wipe),
+        Value::Object(map) => map.values_mut().for_each(wipe),
+        _ => {}
+    }
+}
+
+/// A header name an API key may go in: an HTTP token, bounded, not reserved.
+fn header_name(name: &str) -> Result<String, Error> {
+    let is_token_char = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if name.is_empty() || name.len() > MAX_HEADER_NAME_LEN || !name.bytes().all(is_token_char) {
+        return Err(Error::invalid(format!(
+            "credentials.header must be an HTTP header name of 1 to {MAX_HEADER_NAME_LEN} letters, digits or !#$%&'*+-.^_`|~"
+        )));
+    }
+    if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+        return Err(Error::invalid(format!(
+            "credentials.header may not be '{name}': HTTP or MCP sets that header itself"
+        )));
+    }
+    Ok(name.to_owned())
+}
+
+#[cfg(test)]
+mod tests;
