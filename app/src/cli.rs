@@ -1,5 +1,6 @@
 //! The `quarry` command line.
 
+mod auth;
 mod commands;
 mod signal;
 
@@ -56,6 +57,9 @@ pub enum Command {
     Servers(ServersArgs),
     /// List the versions Quarry has recorded for a resource (each distinct content it has read).
     Versions(VersionsArgs),
+    /// Give Quarry the credential for an upstream HTTP server (encrypted at rest), test it, or
+    /// remove it.
+    Auth(auth::AuthArgs),
     /// Run a self-contained demo: two fixture upstreams (stdio and HTTP), a listing across both,
     /// and one resource read twice, the second time from cache. Needs nothing but this binary.
     #[cfg(feature = "demo")]
@@ -253,6 +257,7 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
             }
         },
         Command::Versions(args) => with_service(&settings, |s| versions(s, args)).await,
+        Command::Auth(args) => with_service(&settings, |s| auth::run(s, args)).await,
     }
 }
 

@@ -4,7 +4,7 @@
 use std::{future::Future, sync::Arc};
 
 use quarry_cache_lru::{InMemoryInvalidationBus, InMemoryListingCache, LruContentCache};
-use quarry_crypto_ring::RingHasher;
+use quarry_crypto_ring::{KeySource, RingCipher, RingHasher};
 use quarry_domain::{Error, ErrorCode, Principal};
 use quarry_mcp_client::RmcpConnector;
 use quarry_mcp_server::ServerOptions;
@@ -12,7 +12,10 @@ use quarry_ports::ResourceGateway;
 use quarry_store_sqlite::SqliteStore;
 use quarry_usecases::{Ports, ResourceService, ServiceOptions};
 
-use crate::{clock::SystemClock, config::Settings};
+use crate::{
+    clock::SystemClock,
+    config::{Settings, VaultKey},
+};
 
 /// Builds the resource service the settings describe: rmcp upstreams, the in-memory caches, the
 /// SQLite store, ring's SHA-256, the system clock. Servers registered at runtime are loaded.
@@ -51,6 +54,13 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
             })?,
     };
     let store = Arc::new(store);
+    let cipher = Arc::new(RingCipher::new(key_source(&settings.vault_key)?, |path| {
+        // Said once, on stderr (stdout may be the MCP transport).
+        eprintln!(
+            "quarry: created the vault key file {} (mode 0600); credentials stored under it cannot be read without it, so back it up",
+            path.display()
+        );
+    }));
     Ok(Ports {
         connector: Arc::new(connector),
         cache: Arc::new(LruContentCache::new(settings.cache_max_bytes)),
@@ -58,9 +68,25 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
         bus: Arc::new(InMemoryInvalidationBus::new()),
         versions: store.clone(),
         registry: store.clone(),
-        idempotency: store,
+        idempotency: store.clone(),
         hasher: Arc::new(RingHasher),
         clock: Arc::new(SystemClock::new()),
+        credentials: store,
+        cipher,
+    })
+}
+
+/// The cipher's key source for the configured vault key.
+fn key_source(key: &VaultKey) -> Result<KeySource, Error> {
+    Ok(match key {
+        VaultKey::Given(text) => KeySource::Text(text.clone()),
+        VaultKey::File(path) => KeySource::File(path.clone()),
+        VaultKey::CreatedOnFirstUse(path) => KeySource::CreatedOnFirstUse(path.clone()),
+        VaultKey::Ephemeral => KeySource::Text(
+            quarry_crypto_ring::VaultKey::generate()
+                .map_err(|e| Error::new(ErrorCode::E012, e))?
+                .to_text(),
+        ),
     })
 }
 

@@ -45,6 +45,7 @@ use std::{
 
 use quarry_domain::{Classifier, Error, Retention, ServerDraft, ServerSettings, seconds};
 use quarry_usecases::Supervision;
+use zeroize::Zeroizing;
 
 pub use env::ENV_OVERRIDES;
 use env::apply_env;
@@ -84,6 +85,34 @@ pub struct Settings {
     pub allow_tool_registration: bool,
     /// Whether agents may also register stdio commands (programs to run) that way.
     pub allow_tool_commands: bool,
+    /// Where the vault's key-encryption key comes from.
+    pub vault_key: VaultKey,
+}
+
+/// Where the vault's key-encryption key comes from, in order: `QUARRY_VAULT_KEY`, the key file
+/// `security.vault_key_file` names (`QUARRY_VAULT_KEY_FILE`), a `vault.key` beside the store
+/// (created on first use), or, with the store in memory, a key that lives as long as the process.
+#[derive(Clone)]
+pub enum VaultKey {
+    /// The key itself, base64 (from `QUARRY_VAULT_KEY`).
+    Given(Zeroizing<String>),
+    /// A key file that must exist.
+    File(PathBuf),
+    /// A key file created with a new key the first time one is needed.
+    CreatedOnFirstUse(PathBuf),
+    /// A new key for this process only (the store is in memory too).
+    Ephemeral,
+}
+
+impl std::fmt::Debug for VaultKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Given(_) => f.write_str("Given(«redacted»)"),
+            Self::File(p) => write!(f, "File({})", p.display()),
+            Self::CreatedOnFirstUse(p) => write!(f, "CreatedOnFirstUse({})", p.display()),
+            Self::Ephemeral => f.write_str("Ephemeral"),
+        }
+    }
 }
 
 /// Where the store goes when the configuration does not say: `$XDG_DATA_HOME/quarry/quarry.db`,
@@ -146,7 +175,21 @@ impl Settings {
             Some(p) => Some(p),
             None => Some(default_store_path(env)),
         };
-        Self::from_file(file, path, store_path)
+        let vault_key = match (
+            env("QUARRY_VAULT_KEY"),
+            file.security.vault_key_file.take(),
+            &store_path,
+        ) {
+            (Some(key), _, _) if !key.trim().is_empty() => VaultKey::Given(Zeroizing::new(key)),
+            (_, Some(file), _) => VaultKey::File(file),
+            (_, None, Some(store)) => {
+                VaultKey::CreatedOnFirstUse(store.with_file_name("vault.key"))
+            }
+            (_, None, None) => VaultKey::Ephemeral,
+        };
+        let mut settings = Self::from_file(file, path, store_path)?;
+        settings.vault_key = vault_key;
+        Ok(settings)
     }
 
     fn from_file(
@@ -245,6 +288,7 @@ impl Settings {
             supervision,
             allow_tool_registration: file.registry.allow_tool_registration,
             allow_tool_commands: file.registry.allow_tool_commands,
+            vault_key: VaultKey::Ephemeral,
         })
     }
 }

@@ -26,10 +26,10 @@ fn main() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_env_filter(
+        .with_env_filter(capped(
             EnvFilter::try_new(cli.log.as_deref().unwrap_or(&default_filter))
                 .unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
+        ))
         .init();
     let settings = match settings {
         Ok(s) => s,
@@ -61,4 +61,16 @@ fn main() {
         eprintln!("quarry: {failure}");
         std::process::exit(failure.exit_code());
     }
+}
+
+/// The libraries that log whole messages (requests with their arguments, answers with their
+/// content, headers) below `info` are held at `info` whatever the filter asks: credentials and
+/// resource content never reach the log.
+fn capped(mut filter: EnvFilter) -> EnvFilter {
+    for target in ["rmcp", "hyper", "hyper_util", "reqwest", "h2", "sqlx"] {
+        if let Ok(directive) = format!("{target}=info").parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
+    filter
 }

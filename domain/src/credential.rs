@@ -9,7 +9,7 @@ use std::fmt;
 use serde_json::{Map, Value, json};
 use zeroize::{Zeroize, Zeroizing};
 
-use crate::Error;
+use crate::{ConnectionStatus, Error, ErrorCode, ServerId};
 
 /// The longest secret accepted, in bytes.
 pub const MAX_SECRET_LEN: usize = 8 * 1024;
@@ -106,11 +106,8 @@ impl AuthType {
             .find(|t| t.as_str() == name)
             .ok_or_else(|| {
                 let known: Vec<_> = Self::ALL.iter().map(|t| t.as_str()).collect();
-                Error::invalid(format!(
-                    "auth_type '{}' is not one of: {}",
-                    crate::sanitize_label(name),
-                    known.join(", ")
-                ))
+                // The value is not echoed: it may be a secret given in the wrong place.
+                Error::invalid(format!("auth_type must be one of: {}", known.join(", ")))
             })
     }
 }
@@ -230,6 +227,27 @@ impl UpstreamAuth {
         wipe(&mut value);
         parsed
     }
+}
+
+/// What an authentication operation did (the spec's AuthResult).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AuthResult {
+    /// Whether the operation succeeded (for a test: whether the server accepted the credential).
+    pub success: bool,
+    /// The server's stable id.
+    pub server_id: ServerId,
+    /// The connection's state after the operation, when it tried one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_status: Option<ConnectionStatus>,
+    /// What failed, when something did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<ErrorCode>,
+    /// Why, caller-safe (never a secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// How long connecting, initialising and listing took, for a test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
 }
 
 /// Overwrites the strings of a JSON value that held secrets.

@@ -3,9 +3,9 @@
 use async_trait::async_trait;
 
 use quarry_domain::{
-    ByteRange, Error, IdempotencyKey, ListQuery, ListResourcesResult, Principal,
+    AuthResult, ByteRange, Error, IdempotencyKey, ListQuery, ListResourcesResult, Principal,
     ReadResourceResult, ResourceUri, ResourceVersion, ServerName, ServerSettings, ServerStatus,
-    VersionSelector,
+    UpstreamAuth, VersionSelector,
 };
 
 /// A validated read request.
@@ -118,6 +118,46 @@ pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
         requester: Requester,
         idempotency_key: Option<IdempotencyKey>,
     ) -> Result<RemovedServer, Error>;
+
+    /// Stores `auth` (sealed) as the server's credential; new sessions carry it, and sessions
+    /// opened before are replaced. With `test_connection`, tries it at once ([`Self::test_auth`])
+    /// and the result says how that went.
+    ///
+    /// # Errors
+    /// E003 for an unknown server; E004 when an agent asks and the configuration does not allow
+    /// it; E005 when the credential cannot be sealed (no usable vault key); E010 on an
+    /// idempotency conflict; E012 when the store fails.
+    async fn configure_auth(
+        &self,
+        server: ServerName,
+        auth: UpstreamAuth,
+        test_connection: bool,
+        requester: Requester,
+        idempotency_key: Option<IdempotencyKey>,
+    ) -> Result<AuthResult, Error>;
+
+    /// Connects to the server afresh with its stored credential (if any), initialises and lists
+    /// once, and says whether that worked and how long it took. Read-only: the sessions in use
+    /// are left alone.
+    ///
+    /// # Errors
+    /// E003 for an unknown server. A failed connection is a result with `success: false`.
+    async fn test_auth(&self, server: ServerName) -> Result<AuthResult, Error>;
+
+    /// Removes the server's credential; new sessions carry none, and sessions opened with it
+    /// end. Refused while requests to the server are in flight, unless `force`.
+    ///
+    /// # Errors
+    /// E003 for an unknown server; E001 while requests are in flight (without `force`) or when
+    /// the server has no credential; E004 when an agent asks and the configuration does not
+    /// allow it; E010 on an idempotency conflict; E012 when the store fails.
+    async fn remove_auth(
+        &self,
+        server: ServerName,
+        force: bool,
+        requester: Requester,
+        idempotency_key: Option<IdempotencyKey>,
+    ) -> Result<AuthResult, Error>;
 }
 
 /// A resource template as Quarry publishes it.

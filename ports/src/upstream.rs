@@ -3,7 +3,7 @@
 use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use quarry_domain::{Content, Error, ErrorCode, ServerName, ServerSpec, Timestamp};
+use quarry_domain::{Content, Error, ErrorCode, ServerName, ServerSpec, Timestamp, UpstreamAuth};
 
 /// Why an upstream call failed. Adapters map their library's errors to these once, at the seam.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -17,6 +17,10 @@ pub enum UpstreamError {
     /// No answer within the deadline.
     #[error("timed out after {0} ms")]
     Timeout(u64),
+    /// The server refused Quarry's credentials (or demands some and none are configured), or the
+    /// stored credential cannot be opened. The server is up: this counts toward no circuit.
+    #[error("authentication failed: {0}")]
+    Unauthorized(String),
     /// The server says it has no such resource.
     #[error("not found: {0}")]
     NotFound(String),
@@ -55,6 +59,7 @@ impl UpstreamError {
         let code = match &self {
             Self::Unreachable(_) | Self::CircuitOpen(_) => ErrorCode::E003,
             Self::Timeout(_) => ErrorCode::E009,
+            Self::Unauthorized(_) => ErrorCode::E005,
             Self::NotFound(_) => ErrorCode::E002,
             Self::MethodNotFound => ErrorCode::E002,
             Self::TooLarge { .. } => ErrorCode::E008,
@@ -169,15 +174,18 @@ pub trait UpstreamSession: Send + Sync + std::fmt::Debug {
 #[cfg_attr(feature = "mocks", mockall::automock)]
 #[async_trait]
 pub trait UpstreamConnector: Send + Sync + std::fmt::Debug {
-    /// Connects to `spec` and completes the MCP handshake within its timeout. What the server
-    /// announces on the session goes to `observer`.
+    /// Connects to `spec` and completes the MCP handshake within its timeout, sending `auth`
+    /// with every request (HTTP). What the server announces on the session goes to `observer`.
     ///
     /// # Errors
     /// [`UpstreamError::Unreachable`] when the process cannot start or the endpoint cannot be
-    /// reached; [`UpstreamError::Timeout`] when the handshake takes too long.
-    async fn connect(
+    /// reached; [`UpstreamError::Timeout`] when the handshake takes too long;
+    /// [`UpstreamError::Unauthorized`] when the server refuses the credentials (or demands
+    /// some).
+    async fn connect<'a>(
         &self,
         spec: &ServerSpec,
+        auth: Option<&'a UpstreamAuth>,
         observer: Arc<dyn UpstreamObserver>,
     ) -> Result<Arc<dyn UpstreamSession>, UpstreamError>;
 }

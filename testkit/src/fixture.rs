@@ -85,6 +85,10 @@ pub struct FixtureArgs {
     /// test can wait until a request is in flight instead of sleeping.
     #[arg(long, value_name = "FILE")]
     pub announce_reads: Option<std::path::PathBuf>,
+    /// Over HTTP, answer 401 (`WWW-Authenticate: Bearer`) to every request that does not carry
+    /// this header, given as `NAME=VALUE` (`Authorization=Bearer t0ken`, `X-API-Key=k3y`).
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub require_header: Option<String>,
 }
 
 impl Default for FixtureArgs {
@@ -101,6 +105,7 @@ impl Default for FixtureArgs {
             ttl_ms: None,
             private: false,
             announce_reads: None,
+            require_header: None,
         }
     }
 }

@@ -9,6 +9,8 @@ use serde_json::json;
 pub(crate) const TOO_LARGE_CODE: i32 = -32_050;
 /// The JSON-RPC error code of the synthetic "could not be parsed" answer.
 pub(crate) const UNPARSABLE_CODE: i32 = -32_051;
+/// The JSON-RPC error code of the synthetic "the server refused the credentials" answer.
+pub(crate) const UNAUTHORIZED_CODE: i32 = -32_052;
 /// The field of the "too large" answer's `data` that carries the message's size in bytes.
 pub(crate) const SIZE_FIELD: &str = "size";
 /// The field of that answer's `data` that carries the limit in bytes.
@@ -33,6 +35,11 @@ pub(crate) fn unparsable(why: &str) -> ErrorData {
         format!("the response does not parse: {why}"),
         None,
     )
+}
+
+/// "The server refused the credentials", with why.
+pub(crate) fn unauthorized(why: &str) -> ErrorData {
+    ErrorData::new(ErrorCode(UNAUTHORIZED_CODE), why.to_owned(), None)
 }
 
 /// The request id a response carries, read from its first bytes (`{"jsonrpc":"2.0","id":7,...`,

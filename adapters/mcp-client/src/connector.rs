@@ -1,10 +1,11 @@
 //! Opening sessions: spawning stdio children or dialling streamable HTTP endpoints.
 
-use std::{process::Stdio, sync::Arc, time::Duration};
+use std::{collections::HashMap, process::Stdio, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use quarry_domain::{Endpoint, ServerSpec, sanitize_label};
+use quarry_domain::{Endpoint, ServerSpec, UpstreamAuth, sanitize_label};
 use quarry_ports::{UpstreamConnector, UpstreamError, UpstreamObserver, UpstreamSession};
+use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::{
     ServiceExt,
     model::{ClientConfig, Implementation, ProtocolVersion},
@@ -52,6 +53,8 @@ impl RmcpConnector {
         // One crypto library for the whole process: rustls over ring. Installing twice is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
+            // Credentials go in headers: a redirect (to another origin, say) is never followed.
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(90))
             .build()
@@ -127,9 +130,10 @@ fn forward_stderr(server: String, child: &mut Child) {
 
 #[async_trait]
 impl UpstreamConnector for RmcpConnector {
-    async fn connect(
+    async fn connect<'a>(
         &self,
         spec: &ServerSpec,
+        auth: Option<&'a UpstreamAuth>,
         observer: Arc<dyn UpstreamObserver>,
     ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
         let handler = UpstreamHandler::new(spec.name.clone(), client_info(), observer);
@@ -182,23 +186,34 @@ impl UpstreamConnector for RmcpConnector {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .max_json_response_size(bound)
                     .max_sse_event_size(bound)
-                    .reinit_on_expired_session(true);
+                    .reinit_on_expired_session(true)
+                    .custom_headers(auth_headers(auth)?);
                 config.retry_config = Arc::new(retry);
-                let transport = Correlated::new(StreamableHttpClientTransport::with_client(
-                    GuardedHttp::new(self.http.clone()),
-                    config,
-                ));
+                let http = GuardedHttp::new(self.http.clone());
+                let refused = http.refusals();
+                let transport =
+                    Correlated::new(StreamableHttpClientTransport::with_client(http, config));
                 let skipped = transport.skipped();
                 let service = tokio::time::timeout(deadline, handler.clone().serve(transport))
                     .await
                     .map_err(|_| UpstreamError::Timeout(timeout_ms))?
-                    .map_err(|e| {
-                        UpstreamError::Unreachable(format!(
+                    .map_err(|e| match refused.last() {
+                        Some(why) => UpstreamError::Unauthorized(format!(
+                            "'{}' at {} refused the connection: {why}{}",
+                            spec.name,
+                            sanitize_label(url),
+                            if auth.is_some() {
+                                ""
+                            } else {
+                                " (no credential is configured for it)"
+                            }
+                        )),
+                        None => UpstreamError::Unreachable(format!(
                             "MCP handshake with '{}' at {} failed: {}",
                             spec.name,
                             sanitize_label(url),
                             sanitize_label(&e.to_string())
-                        ))
+                        )),
                     })?;
                 Ok(Arc::new(
                     RmcpSession::new(spec.clone(), service, None, self.max_content_bytes, skipped)
@@ -207,4 +222,21 @@ impl UpstreamConnector for RmcpConnector {
             }
         }
     }
+}
+
+/// The headers that carry `auth`, marked sensitive so no HTTP library logs them.
+fn auth_headers(
+    auth: Option<&UpstreamAuth>,
+) -> Result<HashMap<HeaderName, HeaderValue>, UpstreamError> {
+    let mut headers = HashMap::new();
+    for (name, value) in auth.map(UpstreamAuth::headers).unwrap_or_default() {
+        let bad = || {
+            UpstreamError::Unauthorized(format!("the credential's header {name} cannot be sent"))
+        };
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+        let mut value = HeaderValue::from_str(value.expose()).map_err(|_| bad())?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    Ok(headers)
 }

@@ -25,6 +25,9 @@ pub(crate) fn from_service(error: ServiceError, reading: bool) -> UpstreamError 
                     }
                 }
                 ErrorCode(crate::answers::UNPARSABLE_CODE) => UpstreamError::BadResponse(message),
+                ErrorCode(crate::answers::UNAUTHORIZED_CODE) => {
+                    UpstreamError::Unauthorized(message)
+                }
                 ErrorCode::RESOURCE_NOT_FOUND => UpstreamError::NotFound(message),
                 // Since 2026-07-28 (SEP-2164) a missing resource is -32602; older servers use it
                 // for unknown URIs as well.

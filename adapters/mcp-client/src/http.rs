@@ -27,7 +27,7 @@ use std::{
 use futures::{Stream, StreamExt, stream::BoxStream};
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::{
-    model::{ClientJsonRpcMessage, ErrorData, RequestId, ServerJsonRpcMessage},
+    model::{ClientJsonRpcMessage, ClientRequest, ErrorData, RequestId, ServerJsonRpcMessage},
     transport::streamable_http_client::{
         SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
         StreamableHttpResponseLimits,
@@ -35,7 +35,7 @@ use rmcp::{
 };
 use sse_stream::Sse;
 
-use crate::answers::{EDGE, id_of, too_large, unparsable};
+use crate::answers::{EDGE, id_of, too_large, unauthorized, unparsable};
 
 type Events = BoxStream<'static, Result<Sse, SseError>>;
 
@@ -43,12 +43,57 @@ type Events = BoxStream<'static, Result<Sse, SseError>>;
 #[derive(Debug, Clone)]
 pub(crate) struct GuardedHttp {
     inner: reqwest::Client,
+    refusals: Refusals,
 }
 
 impl GuardedHttp {
     pub(crate) fn new(inner: reqwest::Client) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            refusals: Refusals::default(),
+        }
     }
+
+    /// Where this client notes that the server refused its credentials.
+    pub(crate) fn refusals(&self) -> Refusals {
+        self.refusals.clone()
+    }
+}
+
+/// The last time the server refused the client's credentials (HTTP 401 or 403), and why.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Refusals(Arc<std::sync::Mutex<Option<String>>>);
+
+impl Refusals {
+    pub(crate) fn last(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn note(&self, why: String) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+    }
+}
+
+/// Why `error` is the server refusing the client's credentials, if it is.
+fn refusal<E: std::error::Error + Send + Sync + 'static>(
+    error: &StreamableHttpError<E>,
+) -> Option<String> {
+    match error {
+        StreamableHttpError::AuthRequired(_) => Some("HTTP 401, authentication required".into()),
+        StreamableHttpError::InsufficientScope(_) => {
+            Some("HTTP 403, the credential lacks a scope the server requires".into())
+        }
+        StreamableHttpError::UnexpectedServerResponse(why)
+            if why.starts_with("HTTP 401") || why.starts_with("HTTP 403") =>
+        {
+            Some(why.chars().take(8).collect::<String>() + ", the server refused the credential")
+        }
+        _ => None,
+    }
+}
+
+fn is_initialize(message: &ClientJsonRpcMessage) -> bool {
+    matches!(message, ClientJsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::InitializeRequest(_)))
 }
 
 impl StreamableHttpClient for GuardedHttp {
@@ -62,12 +107,12 @@ impl StreamableHttpClient for GuardedHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let id = request_id(&message);
+        let (id, handshake) = (request_id(&message), is_initialize(&message));
         let response = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await;
-        guard(id, usize::MAX, response)
+        self.guard(id, handshake, usize::MAX, response)
     }
 
     async fn post_message_with_response_limits(
@@ -79,7 +124,7 @@ impl StreamableHttpClient for GuardedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let id = request_id(&message);
+        let (id, handshake) = (request_id(&message), is_initialize(&message));
         let limit = limits.max_sse_event_size;
         let response = self
             .inner
@@ -92,7 +137,7 @@ impl StreamableHttpClient for GuardedHttp {
                 limits,
             )
             .await;
-        guard(id, limit, response)
+        self.guard(id, handshake, limit, response)
     }
 
     async fn delete_session(
@@ -149,29 +194,45 @@ fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
     }
 }
 
-/// The answer to the POST of request `id` (none: a notification or response, left as it is),
-/// with `limit` the bound its events were read with.
-fn guard<E: std::error::Error + Send + Sync + 'static>(
-    id: Option<RequestId>,
-    limit: usize,
-    response: Result<StreamableHttpPostResponse, StreamableHttpError<E>>,
-) -> Result<StreamableHttpPostResponse, StreamableHttpError<E>> {
-    let Some(id) = id else { return response };
-    let answer = |error: ErrorData| {
-        Ok(StreamableHttpPostResponse::Json(
-            ServerJsonRpcMessage::error(error, Some(id.clone())),
-            None,
-        ))
-    };
-    match response {
-        Ok(StreamableHttpPostResponse::Sse(events, session)) => Ok(
-            StreamableHttpPostResponse::Sse(Answers::new(events, id, limit).boxed(), session),
-        ),
-        Err(StreamableHttpError::ResponseBodyTooLarge { max_size }) => {
-            answer(too_large(max_size.saturating_add(1), max_size))
+impl GuardedHttp {
+    /// The answer to the POST of request `id` (none: a notification or a response, left as it
+    /// is), with `limit` the bound its events were read with. A refusal of the credentials is
+    /// noted; during the `handshake` failures stay failures (they end it, and the connector
+    /// reads the refusal), while its event stream is still kept to its own answer.
+    fn guard<E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        id: Option<RequestId>,
+        handshake: bool,
+        limit: usize,
+        response: Result<StreamableHttpPostResponse, StreamableHttpError<E>>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<E>> {
+        let refused = response.as_ref().err().and_then(refusal);
+        if let Some(why) = &refused {
+            self.refusals.note(why.clone());
         }
-        Err(StreamableHttpError::UnexpectedServerResponse(why)) => answer(unparsable(&why)),
-        other => other,
+        let Some(id) = id else { return response };
+        if handshake && response.is_err() {
+            return response;
+        }
+        let answer = |error: ErrorData| {
+            Ok(StreamableHttpPostResponse::Json(
+                ServerJsonRpcMessage::error(error, Some(id.clone())),
+                None,
+            ))
+        };
+        if let Some(why) = refused {
+            return answer(unauthorized(&why));
+        }
+        match response {
+            Ok(StreamableHttpPostResponse::Sse(events, session)) => Ok(
+                StreamableHttpPostResponse::Sse(Answers::new(events, id, limit).boxed(), session),
+            ),
+            Err(StreamableHttpError::ResponseBodyTooLarge { max_size }) => {
+                answer(too_large(max_size.saturating_add(1), max_size))
+            }
+            Err(StreamableHttpError::UnexpectedServerResponse(why)) => answer(unparsable(&why)),
+            other => other,
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use quarry_domain::{
     ByteRange, Error, IdempotencyKey, ListQuery, PageLimit, Principal, ResourceType, ResourceUri,
-    ServerDraft, ServerName, ServerSelector, ServerSettings, VersionSelector,
+    ServerDraft, ServerName, ServerSelector, ServerSettings, UpstreamAuth, VersionSelector,
 };
 use quarry_ports::ReadRequest;
 use rmcp::model::JsonObject;
@@ -231,4 +231,119 @@ pub(crate) fn requested_uri(args: Option<&JsonObject>) -> Option<String> {
         .get("resource_uri")?
         .as_str()
         .map(|s| s.chars().take(256).collect())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigureAuthArgs {
+    server: serde_json::Value,
+    auth_type: serde_json::Value,
+    credentials: serde_json::Value,
+    #[serde(default)]
+    test_connection: Option<serde_json::Value>,
+    #[serde(default)]
+    idempotency_key: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerArgs {
+    server: serde_json::Value,
+    #[serde(default)]
+    force: Option<serde_json::Value>,
+    #[serde(default)]
+    idempotency_key: Option<serde_json::Value>,
+}
+
+/// Decodes the arguments of a tool that carries secrets: every field arrives as a JSON value
+/// and is checked here, so no error message ever repeats a value (serde's would).
+fn decode_secretly<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    args: Option<JsonObject>,
+) -> Result<T, Error> {
+    let value = serde_json::Value::Object(args.unwrap_or_default());
+    serde_json::from_value(value).map_err(|e| {
+        let e = e.to_string();
+        let what = if e.starts_with("unknown field") || e.starts_with("missing field") {
+            e.split(", expected").next().unwrap_or(&e).to_owned()
+        } else {
+            "they do not match the tool's input schema".to_owned()
+        };
+        Error::invalid(format!("{tool} arguments: {what}"))
+    })
+}
+
+fn text_arg(tool: &str, field: &str, value: serde_json::Value) -> Result<String, Error> {
+    match value {
+        serde_json::Value::String(s) => Ok(s),
+        _ => Err(Error::invalid(format!(
+            "{tool} arguments: {field} must be a string"
+        ))),
+    }
+}
+
+fn flag_arg(
+    tool: &str,
+    field: &str,
+    value: Option<serde_json::Value>,
+    default: bool,
+) -> Result<bool, Error> {
+    match value {
+        None | Some(serde_json::Value::Null) => Ok(default),
+        Some(serde_json::Value::Bool(b)) => Ok(b),
+        Some(_) => Err(Error::invalid(format!(
+            "{tool} arguments: {field} must be true or false"
+        ))),
+    }
+}
+
+fn server_arg(tool: &str, value: serde_json::Value) -> Result<ServerName, Error> {
+    ServerName::parse(&text_arg(tool, "server", value)?)
+        .map_err(|e| Error::invalid(format!("server: {}", e.message())))
+}
+
+fn key_arg(tool: &str, value: Option<serde_json::Value>) -> Result<Option<IdempotencyKey>, Error> {
+    match value {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => idempotency(Some(text_arg(tool, "idempotency_key", v)?)),
+    }
+}
+
+/// A parsed `mcp_auth_configure` call.
+#[derive(Debug)]
+pub(crate) struct ConfigureAuthCall {
+    pub(crate) server: ServerName,
+    pub(crate) auth: UpstreamAuth,
+    pub(crate) test_connection: bool,
+    pub(crate) key: Option<IdempotencyKey>,
+}
+
+pub(crate) fn configure_auth(args: Option<JsonObject>) -> Result<ConfigureAuthCall, Error> {
+    const TOOL: &str = "mcp_auth_configure";
+    let a: ConfigureAuthArgs = decode_secretly(TOOL, args)?;
+    let auth_type = text_arg(TOOL, "auth_type", a.auth_type)?;
+    let serde_json::Value::Object(credentials) = a.credentials else {
+        return Err(Error::invalid(format!(
+            "{TOOL} arguments: credentials must be an object"
+        )));
+    };
+    Ok(ConfigureAuthCall {
+        server: server_arg(TOOL, a.server)?,
+        auth: UpstreamAuth::parse(&auth_type, &credentials)?,
+        test_connection: flag_arg(TOOL, "test_connection", a.test_connection, true)?,
+        key: key_arg(TOOL, a.idempotency_key)?,
+    })
+}
+
+/// A parsed `mcp_auth_test` or `mcp_auth_remove` call: the server, `force`, the key.
+pub(crate) fn auth_server(
+    tool: &str,
+    args: Option<JsonObject>,
+) -> Result<(ServerName, bool, Option<IdempotencyKey>), Error> {
+    let a: ServerArgs = decode_secretly(tool, args)?;
+    Ok((
+        server_arg(tool, a.server)?,
+        flag_arg(tool, "force", a.force, false)?,
+        key_arg(tool, a.idempotency_key)?,
+    ))
 }

@@ -19,6 +19,10 @@ pub const ADD_SERVER_TOOL: &str = "add_mcp_server";
 /// `remove_mcp_server`: unregister a server added at runtime.
 pub const REMOVE_SERVER_TOOL: &str = "remove_mcp_server";
 
+mod auth;
+
+pub(crate) use auth::{CONFIGURE_AUTH_TOOL, REMOVE_AUTH_TOOL, TEST_AUTH_TOOL};
+
 const DRAFT: &str = "https://json-schema.org/draft/2020-12/schema";
 /// The `_meta` key under which each tool names the OAuth scope it requires.
 const SCOPE_KEY: &str = "io.quarry/required_scope";
@@ -414,6 +418,9 @@ pub fn catalogue() -> Vec<Tool> {
         purge_tool(),
         add_server_tool(),
         remove_server_tool(),
+        auth::configure_auth_tool(),
+        auth::test_auth_tool(),
+        auth::remove_auth_tool(),
     ]
 }
 

@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 use crate::{
     args,
     catalogue::{
-        ADD_SERVER_TOOL, LIST_TOOL, PURGE_TOOL, READ_TOOL, REMOVE_SERVER_TOOL, VERSIONS_TOOL,
-        catalogue,
+        ADD_SERVER_TOOL, CONFIGURE_AUTH_TOOL, LIST_TOOL, PURGE_TOOL, READ_TOOL, REMOVE_AUTH_TOOL,
+        REMOVE_SERVER_TOOL, TEST_AUTH_TOOL, VERSIONS_TOOL, catalogue,
     },
 };
 
@@ -133,13 +133,58 @@ impl GatewayServer {
             json!({"success": true, "server_name": removed.server_name, "purged_contents": removed.purged_contents}),
         )
     }
+
+    /// McpAuthTool's operations. A result that says `success: false` (a failed connection
+    /// test) is an error result too.
+    async fn call_auth(
+        &self,
+        tool: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+    ) -> Result<Value, Error> {
+        let result = match tool {
+            CONFIGURE_AUTH_TOOL => {
+                let call = args::configure_auth(arguments)?;
+                self.gateway
+                    .configure_auth(
+                        call.server,
+                        call.auth,
+                        call.test_connection,
+                        Requester::Agent,
+                        call.key,
+                    )
+                    .await?
+            }
+            TEST_AUTH_TOOL => {
+                let (server, _, _) = args::auth_server(tool, arguments)?;
+                self.gateway.test_auth(server).await?
+            }
+            _ => {
+                let (server, force, key) = args::auth_server(tool, arguments)?;
+                self.gateway
+                    .remove_auth(server, force, Requester::Agent, key)
+                    .await?
+            }
+        };
+        serde_json::to_value(result).map_err(|e| {
+            tracing::error!("{e}");
+            Error::internal()
+        })
+    }
 }
 
 /// A tool result the model reads: structured content plus the same JSON as text, for hosts that
 /// show only text.
 fn tool_success(value: Value) -> CallToolResult {
-    let text = value.to_string();
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    // A result that says it failed (a connection test) is an error result, its E-code first.
+    let mut result = match (&value["success"], value["error_code"].as_str()) {
+        (Value::Bool(false), Some(code)) => {
+            CallToolResult::error(vec![ContentBlock::text(format!(
+                "{code}: {}",
+                value["error_message"].as_str().unwrap_or_default()
+            ))])
+        }
+        _ => CallToolResult::success(vec![ContentBlock::text(value.to_string())]),
+    };
     result.structured_content = Some(value);
     result
 }
@@ -241,6 +286,10 @@ impl ServerHandler for GatewayServer {
                 .map_err(|e| (e, None)),
             REMOVE_SERVER_TOOL => self
                 .call_remove_server(request.arguments)
+                .await
+                .map_err(|e| (e, None)),
+            CONFIGURE_AUTH_TOOL | TEST_AUTH_TOOL | REMOVE_AUTH_TOOL => self
+                .call_auth(&request.name, request.arguments)
                 .await
                 .map_err(|e| (e, None)),
             other => {

@@ -17,6 +17,7 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ),
     ("QUARRY_LOGGING_LEVEL", "logging.level"),
     ("QUARRY_STORE_PATH", "store.path"),
+    ("QUARRY_VAULT_KEY_FILE", "security.vault_key_file"),
 ];
 
 pub(super) fn apply_env(
@@ -51,6 +52,7 @@ pub(super) fn apply_env(
             }
             "QUARRY_LOGGING_LEVEL" => file.logging.level = value,
             "QUARRY_STORE_PATH" => file.store.path = Some(PathBuf::from(value)),
+            "QUARRY_VAULT_KEY_FILE" => file.security.vault_key_file = Some(PathBuf::from(value)),
             _ => {}
         }
     }

@@ -175,12 +175,17 @@ impl Default for CacheSection {
 pub(super) struct SecuritySection {
     #[serde(default = "default_max_resource_mb")]
     pub(super) max_resource_size_mb: u64,
+    /// The vault's key file (created with a new key on first use when it does not exist and
+    /// no key is given); by default `vault.key` beside the store.
+    #[serde(default)]
+    pub(super) vault_key_file: Option<std::path::PathBuf>,
 }
 
 impl Default for SecuritySection {
     fn default() -> Self {
         Self {
             max_resource_size_mb: default_max_resource_mb(),
+            vault_key_file: None,
         }
     }
 }

@@ -135,7 +135,10 @@ async fn tr_7_stdout_carries_only_mcp_even_after_garbage_input() {
                     json!("list_mcp_resource_versions"),
                     json!("purge_mcp_cache"),
                     json!("add_mcp_server"),
-                    json!("remove_mcp_server")
+                    json!("remove_mcp_server"),
+                    json!("mcp_auth_configure"),
+                    json!("mcp_auth_test"),
+                    json!("mcp_auth_remove"),
                 ]
             );
             seen_tools = true;

@@ -2,7 +2,8 @@
 //!
 //! One file per use case — [`read`](crate::read) (through the cache, with versions and degraded
 //! mode), [`list`](crate::list) (across servers, each under its deadline), `versions`,
-//! `registry` (servers added at runtime), `purge`, `idempotency` — and the upstream supervision
+//! `registry` (servers added at runtime), `auth` (credentials, sealed into the `vault`), `purge`,
+//! `idempotency` — and the upstream supervision
 //! they share: `upstream` (one server's pool, circuit breaker and supervisor, reached through a
 //! single `call`) and `upstreams` (every registered server). `flights` lets concurrent misses
 //! share one upstream call.
@@ -13,6 +14,7 @@
 //!
 //! [`ResourceGateway`]: quarry_ports::ResourceGateway
 
+mod auth;
 mod excerpt;
 mod flights;
 mod idempotency;
@@ -24,6 +26,7 @@ mod registry;
 mod service;
 mod upstream;
 mod upstreams;
+mod vault;
 mod versions;
 
 pub use service::{Ports, ResourceService, ServiceOptions, Supervision};

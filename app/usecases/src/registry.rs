@@ -100,7 +100,7 @@ impl ResourceService {
 
     /// Agents change the registry only where the configuration allows it, and register programs
     /// to run only where it allows that too (E004 otherwise).
-    fn check_agent_may_register(
+    pub(crate) fn check_agent_may_register(
         &self,
         requester: Requester,
         endpoint: Option<&Endpoint>,

@@ -13,13 +13,15 @@ use std::{
 
 use async_trait::async_trait;
 use quarry_domain::{
-    Classifier, Error, IdempotencyKey, ListQuery, ListResourcesResult, Principal,
+    AuthResult, Classifier, Error, IdempotencyKey, ListQuery, ListResourcesResult, Principal,
     ReadResourceResult, ResourceUri, ResourceVersion, ServerName, ServerSettings, ServerStatus,
+    UpstreamAuth,
 };
 use quarry_ports::{
-    Clock, ContentCache, ContentHasher, GatewayTemplate, IdempotencyStore, InvalidationBus,
-    ListingCache, PurgeReport, ReadRequest, RemovedServer, Requester, ResourceGateway, ResourceKey,
-    ServerRegistry, UpstreamConnector, UpstreamError, VersionStore,
+    Clock, ContentCache, ContentHasher, CredentialCipher, CredentialStore, GatewayTemplate,
+    IdempotencyStore, InvalidationBus, ListingCache, PurgeReport, ReadRequest, RemovedServer,
+    Requester, ResourceGateway, ResourceKey, ServerRegistry, UpstreamConnector, UpstreamError,
+    VersionStore,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -32,6 +34,7 @@ use crate::{
     registry::RegistrySeen,
     upstream::{Upstream, Wiring},
     upstreams::Upstreams,
+    vault::Vault,
 };
 
 /// How upstreams are supervised while serving.
@@ -100,6 +103,10 @@ pub struct Ports {
     pub hasher: Arc<dyn ContentHasher>,
     /// Wall and monotonic time.
     pub clock: Arc<dyn Clock>,
+    /// Sealed upstream credentials.
+    pub credentials: Arc<dyn CredentialStore>,
+    /// Seals and opens them.
+    pub cipher: Arc<dyn CredentialCipher>,
 }
 
 /// Lists and reads resources across the registered upstream servers.
@@ -113,6 +120,7 @@ pub struct ResourceService {
     pub(crate) hasher: Arc<dyn ContentHasher>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) options: ServiceOptions,
+    pub(crate) vault: Vault,
     pub(crate) invalidator: Arc<Invalidator>,
     pub(crate) idempotency: Idempotency,
     pub(crate) registry_seen: Mutex<RegistrySeen>,
@@ -134,8 +142,14 @@ impl ResourceService {
             ports.listings.clone(),
             ports.bus.clone(),
         ));
+        let vault = Vault {
+            store: ports.credentials,
+            cipher: ports.cipher,
+            clock: ports.clock.clone(),
+        };
         let wiring = Wiring {
             connector: ports.connector,
+            vault: vault.clone(),
             invalidator: invalidator.clone(),
             clock: ports.clock.clone(),
             supervision: options.supervision,
@@ -153,6 +167,7 @@ impl ResourceService {
                 clock: ports.clock.clone(),
             },
             clock: ports.clock,
+            vault,
             options,
             invalidator,
             registry_seen: Mutex::new(RegistrySeen::default()),
@@ -246,5 +261,32 @@ impl ResourceGateway for ResourceService {
         idempotency_key: Option<IdempotencyKey>,
     ) -> Result<RemovedServer, Error> {
         self.unregister(name, requester, idempotency_key).await
+    }
+
+    async fn configure_auth(
+        &self,
+        server: ServerName,
+        auth: UpstreamAuth,
+        test_connection: bool,
+        requester: Requester,
+        idempotency_key: Option<IdempotencyKey>,
+    ) -> Result<AuthResult, Error> {
+        self.configure_credential(server, auth, test_connection, requester, idempotency_key)
+            .await
+    }
+
+    async fn test_auth(&self, server: ServerName) -> Result<AuthResult, Error> {
+        self.test_connection(server).await
+    }
+
+    async fn remove_auth(
+        &self,
+        server: ServerName,
+        force: bool,
+        requester: Requester,
+        idempotency_key: Option<IdempotencyKey>,
+    ) -> Result<AuthResult, Error> {
+        self.remove_credential(server, force, requester, idempotency_key)
+            .await
     }
 }

@@ -6,7 +6,9 @@
 //! replaced dead ones (what was cached for the server may be stale), the deadline, recording
 //! success or failure, and retrying a dead connection on the server's schedule.
 
+mod auth;
 mod circuit;
+mod health;
 mod pool;
 mod supervisor;
 
@@ -26,12 +28,13 @@ use self::{
     circuit::Breaker,
     pool::{Fresh, Lease, Pool},
 };
-use crate::{Supervision, invalidation::Invalidator};
+use crate::{Supervision, invalidation::Invalidator, vault::Vault};
 
 /// What an upstream needs from the rest of the gateway.
 #[derive(Debug, Clone)]
 pub(crate) struct Wiring {
     pub(crate) connector: Arc<dyn UpstreamConnector>,
+    pub(crate) vault: Vault,
     pub(crate) invalidator: Arc<Invalidator>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) supervision: Supervision,
@@ -53,6 +56,8 @@ pub(crate) struct Attempts {
 #[derive(Debug, Clone, Default)]
 struct StatusRecord {
     connected: bool,
+    /// The last session opened carried a credential.
+    authenticated: bool,
     resource_count: u64,
     last_used: Option<Timestamp>,
     last_error: Option<String>,
@@ -240,40 +245,6 @@ impl Upstream {
         (result, Some(session))
     }
 
-    /// True when `session` is open and answers a ping within `within`.
-    async fn still_answers(
-        &self,
-        session: &Arc<dyn UpstreamSession>,
-        within: Option<Duration>,
-    ) -> bool {
-        if session.is_closed() {
-            return false;
-        }
-        match within {
-            Some(d) => matches!(tokio::time::timeout(d, session.ping()).await, Ok(Ok(()))),
-            None => session.ping().await.is_ok(),
-        }
-    }
-
-    /// A request on `session` went past its deadline: the session takes no new requests while a
-    /// ping (in the background, so the caller is answered now) tells whether it still answers.
-    /// If it does, the timeout was about one resource; if not, the session is replaced and that
-    /// counts as a failure of the server.
-    async fn check_after_timeout(&self, session: Arc<dyn UpstreamSession>) {
-        self.pool.set_suspect(&session, true).await;
-        let Some(me) = self.me.upgrade() else { return };
-        tokio::spawn(async move {
-            match session.ping().await {
-                Ok(()) => me.pool.set_suspect(&session, false).await,
-                Err(e) => {
-                    tracing::warn!(server = %me.name(), "a session that timed out fails its ping too; replacing it: {e}");
-                    me.pool.evict(&session).await;
-                    me.failed(&e);
-                }
-            }
-        });
-    }
-
     /// A session for one request. Fails fast while the circuit is open.
     async fn lease(&self) -> Result<Lease, UpstreamError> {
         if let Some((failures, until)) = self.breaker.open_until(self.wiring.clock.monotonic()) {
@@ -289,8 +260,19 @@ impl Upstream {
     /// A session, connecting if the pool needs one, whatever the circuit says.
     async fn lease_unchecked(&self) -> Result<Lease, UpstreamError> {
         let observer: Arc<dyn UpstreamObserver> = self.wiring.invalidator.clone();
-        // A failure to connect is recorded by the caller (once), as for failed requests.
-        let connect = || self.wiring.connector.connect(&self.settings.spec, observer);
+        // A failure to connect is recorded by the caller (once), as for failed requests. The
+        // credential is read (and opened) only when a session is opened.
+        let connect = || async {
+            let spec = &self.settings.spec;
+            let auth = self.wiring.vault.credential(spec).await?;
+            let session = self
+                .wiring
+                .connector
+                .connect(spec, auth.as_ref(), observer)
+                .await?;
+            lock(&self.status).authenticated = auth.is_some();
+            Ok(session)
+        };
         let (lease, fresh) = self.pool.lease(connect).await?;
         if fresh != Fresh::Reused {
             lock(&self.status).connected = true;
@@ -329,7 +311,10 @@ impl Upstream {
     /// (not found, too large, not supported) is no failure of the server.
     pub(crate) fn failed(&self, error: &UpstreamError) {
         if !is_server_failure(error) {
-            if let UpstreamError::Server { .. } | UpstreamError::BadResponse(_) = error {
+            if let UpstreamError::Server { .. }
+            | UpstreamError::BadResponse(_)
+            | UpstreamError::Unauthorized(_) = error
+            {
                 lock(&self.status).last_error = Some(error.to_string());
             }
             return;
@@ -365,7 +350,7 @@ impl Upstream {
             server_name: spec.name.clone(),
             endpoint: spec.endpoint.display_uri(),
             status,
-            authenticated: false,
+            authenticated: r.authenticated && r.connected,
             resource_count: r.resource_count,
             last_used: r.last_used,
             last_error: r.last_error,

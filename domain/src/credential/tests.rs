@@ -1,3 +1,5 @@
+//! Credential types: parsing, redaction, headers, the sealed form.
+
 use serde_json::json;
 
 use super::*;

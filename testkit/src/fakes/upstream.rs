@@ -10,7 +10,7 @@ use std::{
 };
 
 use async_trait::async_trait;
-use quarry_domain::{Content, ServerSpec};
+use quarry_domain::{Content, ServerSpec, UpstreamAuth};
 use quarry_ports::{
     Fetched, UpstreamConnector, UpstreamError, UpstreamListing, UpstreamObserver, UpstreamResource,
     UpstreamSession, UpstreamTemplate,
@@ -186,6 +186,7 @@ pub struct FakeConnector {
     /// The session of each server, by name.
     pub sessions: HashMap<String, Arc<FakeSession>>,
     observer: Mutex<Option<Arc<dyn UpstreamObserver>>>,
+    required: Mutex<HashMap<String, UpstreamAuth>>,
 }
 
 impl FakeConnector {
@@ -194,7 +195,16 @@ impl FakeConnector {
         Self {
             sessions,
             observer: Mutex::new(None),
+            required: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Makes the server `name` accept only connections that carry `auth`.
+    pub fn require(&self, name: &str, auth: UpstreamAuth) {
+        self.required
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned(), auth);
     }
 
     /// The observer the last connection was given.
@@ -208,12 +218,26 @@ impl FakeConnector {
 
 #[async_trait]
 impl UpstreamConnector for FakeConnector {
-    async fn connect(
+    async fn connect<'a>(
         &self,
         spec: &ServerSpec,
+        auth: Option<&'a UpstreamAuth>,
         observer: Arc<dyn UpstreamObserver>,
     ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
         *self.observer.lock().unwrap_or_else(|e| e.into_inner()) = Some(observer);
+        let required = self
+            .required
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(spec.name.as_str())
+            .cloned();
+        if let Some(required) = required
+            && auth != Some(&required)
+        {
+            return Err(UpstreamError::Unauthorized(
+                "the fake server refused the credential".into(),
+            ));
+        }
         let session = self
             .sessions
             .get(spec.name.as_str())
@@ -256,9 +280,10 @@ impl CountingConnector {
 
 #[async_trait]
 impl UpstreamConnector for CountingConnector {
-    async fn connect(
+    async fn connect<'a>(
         &self,
         _spec: &ServerSpec,
+        _auth: Option<&'a UpstreamAuth>,
         _observer: Arc<dyn UpstreamObserver>,
     ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
         let session = Arc::new((self.template)());

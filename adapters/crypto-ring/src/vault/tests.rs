@@ -1,3 +1,5 @@
+//! The vault cipher: round trips, tampering, moved records, nonces, key files.
+
 use std::collections::HashSet;
 
 use quarry_domain::{AuthType, ServerId};

@@ -8,6 +8,7 @@ use quarry_domain::{
 use serde_json::{Value, json};
 
 use super::*;
+use crate::catalogue::{CONFIGURE_AUTH_TOOL, REMOVE_AUTH_TOOL, TEST_AUTH_TOOL};
 
 fn validator(schema: &JsonObject) -> jsonschema::Validator {
     assert_eq!(schema.get("$schema"), Some(&json!(DRAFT)));
@@ -40,7 +41,10 @@ fn annotations_and_scopes_match_what_each_tool_does() {
             VERSIONS_TOOL,
             PURGE_TOOL,
             ADD_SERVER_TOOL,
-            REMOVE_SERVER_TOOL
+            REMOVE_SERVER_TOOL,
+            CONFIGURE_AUTH_TOOL,
+            TEST_AUTH_TOOL,
+            REMOVE_AUTH_TOOL
         ]
     );
     for t in catalogue() {
@@ -51,6 +55,9 @@ fn annotations_and_scopes_match_what_each_tool_does() {
             PURGE_TOOL => (false, true, false, "cache:admin"),
             ADD_SERVER_TOOL => (false, false, true, "servers:admin"),
             REMOVE_SERVER_TOOL => (false, true, false, "servers:admin"),
+            CONFIGURE_AUTH_TOOL => (false, false, true, "servers:admin"),
+            TEST_AUTH_TOOL => (true, false, true, "servers:admin"),
+            REMOVE_AUTH_TOOL => (false, true, false, "servers:admin"),
             other => panic!("unexpected tool {other}"),
         };
         assert_eq!(a.read_only_hint, Some(read_only), "{}", t.name);
@@ -237,4 +244,63 @@ fn results_and_errors_conform_to_the_output_schemas() {
             tool.name
         );
     }
+}
+
+// McpAuthTool: the spec's configure and test requests are valid input, bad ones are not, and
+// every AuthResult (configured, tested, failed) conforms to the published output.
+#[test]
+fn the_auth_tools_take_the_specs_requests_and_return_auth_results() {
+    let configure = validator(&tool(CONFIGURE_AUTH_TOOL).input_schema);
+    let spec_example = json!({"server": "production-mcp", "auth_type": "api_key",
+                              "credentials": {"key": "sk-xxxxx"}, "test_connection": true});
+    assert!(configure.is_valid(&spec_example));
+    for bad in [
+        json!({"server": "production-mcp", "auth_type": "api_key"}),
+        json!({"server": "production-mcp", "auth_type": "kerberos", "credentials": {}}),
+        json!({"server": "production-mcp", "auth_type": "api_key", "credentials": {"pin": "1"}}),
+    ] {
+        assert!(!configure.is_valid(&bad), "{bad}");
+    }
+    assert!(
+        validator(&tool(TEST_AUTH_TOOL).input_schema)
+            .is_valid(&json!({"server": "production-mcp"}))
+    );
+
+    let server_id = ServerId::derive(&ServerName::parse("docs").unwrap());
+    let tested = quarry_domain::AuthResult {
+        success: true,
+        server_id: server_id.clone(),
+        connection_status: Some(ConnectionStatus::Connected),
+        error_code: None,
+        error_message: None,
+        latency_ms: Some(45),
+    };
+    let failed = quarry_domain::AuthResult {
+        success: false,
+        connection_status: Some(ConnectionStatus::Error),
+        error_code: Some(quarry_domain::ErrorCode::E005),
+        error_message: Some("Authentication failed".into()),
+        ..tested.clone()
+    };
+    let configured = quarry_domain::AuthResult {
+        connection_status: None,
+        latency_ms: None,
+        ..tested.clone()
+    };
+    for (name, result) in [
+        (TEST_AUTH_TOOL, &tested),
+        (TEST_AUTH_TOOL, &failed),
+        (CONFIGURE_AUTH_TOOL, &configured),
+        (CONFIGURE_AUTH_TOOL, &failed),
+        (REMOVE_AUTH_TOOL, &configured),
+    ] {
+        let schema = validator(tool(name).output_schema.as_ref().unwrap());
+        let value = serde_json::to_value(result).unwrap();
+        assert!(schema.is_valid(&value), "{name} {value}");
+    }
+    let untimed = serde_json::to_value(&configured).unwrap();
+    assert!(
+        !validator(tool(TEST_AUTH_TOOL).output_schema.as_ref().unwrap()).is_valid(&untimed),
+        "a test result without its latency is refused"
+    );
 }

@@ -165,6 +165,30 @@ impl Pool {
         session.close().await;
     }
 
+    /// Requests in flight on every session.
+    pub(crate) async fn in_flight(&self) -> usize {
+        self.sessions
+            .lock()
+            .await
+            .iter()
+            .map(|p| p.in_flight.load(Ordering::SeqCst))
+            .sum()
+    }
+
+    /// Takes every session out of the pool, so the next request opens a new one; each ends once
+    /// its requests in flight are done (they hold it).
+    pub(crate) async fn replace_all(&self) {
+        let old: Vec<Pooled> = self.sessions.lock().await.drain(..).collect();
+        for p in old {
+            tokio::spawn(async move {
+                while p.in_flight.load(Ordering::SeqCst) > 0 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                p.session.close().await;
+            });
+        }
+    }
+
     /// Live sessions.
     pub(crate) async fn live(&self) -> Vec<Arc<dyn UpstreamSession>> {
         self.sessions

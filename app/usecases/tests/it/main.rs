@@ -32,9 +32,9 @@ use quarry_ports::{
     ResourceKey, UpstreamConnector, UpstreamError, UpstreamObserver, VersionStore,
 };
 use quarry_testkit::fakes::{
-    CountingConnector, FakeConnector, FakeContentCache, FakeHasher, FakeIdempotencyStore,
-    FakeInvalidationBus, FakeListingCache, FakeRegistry, FakeSession, FakeVersionStore,
-    ManualClock,
+    CountingConnector, FakeCipher, FakeConnector, FakeContentCache, FakeCredentialStore,
+    FakeHasher, FakeIdempotencyStore, FakeInvalidationBus, FakeListingCache, FakeRegistry,
+    FakeSession, FakeVersionStore, ManualClock,
 };
 use quarry_usecases::{Ports, ResourceService, ServiceOptions, Supervision};
 
@@ -108,6 +108,8 @@ pub(crate) fn ports(
         idempotency: Arc::new(FakeIdempotencyStore::default()),
         hasher: Arc::new(FakeHasher),
         clock,
+        credentials: Arc::new(FakeCredentialStore::default()),
+        cipher: Arc::new(FakeCipher::default()),
     }
 }
 

@@ -1,0 +1,162 @@
+//! `quarry auth configure | test | remove`: an upstream server's credential, from the command
+//! line. Secrets are read from an environment variable or stdin, never from arguments (which
+//! every user of the machine can see).
+
+use std::{
+    io::{BufRead, IsTerminal, Write},
+    sync::Arc,
+};
+
+use clap::{Args, Subcommand};
+use quarry_domain::{AuthResult, Error, ServerName, UpstreamAuth};
+use quarry_ports::{Requester, ResourceGateway};
+use quarry_usecases::ResourceService;
+use serde_json::{Map, Value};
+use zeroize::Zeroizing;
+
+use crate::{failure::Failure, render};
+
+/// `quarry auth` options.
+#[derive(Debug, Args)]
+pub struct AuthArgs {
+    #[command(subcommand)]
+    pub action: AuthAction,
+    /// Print the result as JSON (the AuthResult of the tools).
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// `quarry auth configure | test | remove`.
+#[derive(Debug, Subcommand)]
+pub enum AuthAction {
+    /// Store (encrypted) the credential Quarry sends an HTTP server, then test the connection.
+    ///
+    /// The secret is read from the environment variable --from-env names, or else from the first
+    /// line of stdin: `quarry auth configure docs --type bearer_token < token.txt`.
+    Configure(ConfigureArgs),
+    /// Connect to a server with its stored credential, initialise and list once; say how long it
+    /// took. Changes nothing.
+    Test {
+        /// The server's name.
+        server: String,
+    },
+    /// Delete a server's stored credential (refused while requests to it are in flight).
+    Remove {
+        /// The server's name.
+        server: String,
+        /// Remove it even while requests to the server are in flight.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// `quarry auth configure` options.
+#[derive(Debug, Args)]
+pub struct ConfigureArgs {
+    /// The server's name.
+    pub server: String,
+    /// api_key (sent in a header) or bearer_token (sent as Authorization: Bearer).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub auth_type: String,
+    /// For api_key: the header to send it in (default X-API-Key).
+    #[arg(long)]
+    pub header: Option<String>,
+    /// Read the secret from this environment variable instead of stdin.
+    #[arg(long, value_name = "VAR")]
+    pub from_env: Option<String>,
+    /// Store it without testing the connection.
+    #[arg(long)]
+    pub no_test: bool,
+}
+
+/// Runs one `quarry auth` command.
+pub(super) async fn run(service: Arc<ResourceService>, args: AuthArgs) -> Result<(), Failure> {
+    let (what, result) = match args.action {
+        AuthAction::Configure(c) => {
+            let server = ServerName::parse(&c.server)?;
+            let auth = credential(&c)?;
+            let result = service
+                .configure_auth(server.clone(), auth, !c.no_test, Requester::Operator, None)
+                .await?;
+            (format!("stored the credential for '{server}'"), result)
+        }
+        AuthAction::Test { server } => {
+            let server = ServerName::parse(&server)?;
+            let result = service.test_auth(server.clone()).await?;
+            (format!("tested '{server}'"), result)
+        }
+        AuthAction::Remove { server, force } => {
+            let server = ServerName::parse(&server)?;
+            let result = service
+                .remove_auth(server.clone(), force, Requester::Operator, None)
+                .await?;
+            (format!("removed the credential of '{server}'"), result)
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        render::json(&mut out, &result)?;
+    } else {
+        writeln!(out, "{what}{}", summary(&result))?;
+    }
+    match (result.success, result.error_code, result.error_message) {
+        (false, Some(code), Some(message)) => Err(Error::new(code, message).into()),
+        _ => Ok(()),
+    }
+}
+
+/// ": connected in 12 ms", ": connection failed (E005 ...)", or nothing.
+fn summary(result: &AuthResult) -> String {
+    match (
+        &result.connection_status,
+        &result.error_code,
+        result.latency_ms,
+    ) {
+        (_, Some(code), _) => format!(
+            "; the connection test failed: {code} {}",
+            result.error_message.as_deref().unwrap_or_default()
+        ),
+        (Some(status), None, Some(ms)) => {
+            format!("; connection test: {} in {ms} ms", status.as_str())
+        }
+        _ => String::new(),
+    }
+}
+
+/// The credential the flags describe, with its secret from the environment or stdin.
+fn credential(c: &ConfigureArgs) -> Result<UpstreamAuth, Error> {
+    let secret = match &c.from_env {
+        Some(var) => Zeroizing::new(std::env::var(var).map_err(|_| {
+            Error::invalid(format!(
+                "--from-env {var}: that environment variable is not set"
+            ))
+        })?),
+        None => {
+            let stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                eprintln!("paste the secret for '{}' and press Enter:", c.server);
+            }
+            let mut line = Zeroizing::new(String::new());
+            stdin
+                .lock()
+                .read_line(&mut line)
+                .map_err(|e| Error::invalid(format!("cannot read the secret from stdin: {e}")))?;
+            Zeroizing::new(line.trim_end_matches(['\r', '\n']).to_owned())
+        }
+    };
+    let field = if c.auth_type == "bearer_token" {
+        "token"
+    } else {
+        "key"
+    };
+    let mut fields = Map::new();
+    fields.insert(field.to_owned(), Value::String(secret.as_str().to_owned()));
+    if let Some(header) = &c.header {
+        fields.insert("header".to_owned(), Value::String(header.clone()));
+    }
+    let parsed = UpstreamAuth::parse(&c.auth_type, &fields);
+    if let Some(Value::String(s)) = fields.get_mut(field) {
+        zeroize::Zeroize::zeroize(s);
+    }
+    parsed
+}

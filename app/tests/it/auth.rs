@@ -1,0 +1,290 @@
+//! Upstream credentials end to end: stored (encrypted) with `quarry auth` or the McpAuthTool
+//! tools, sent to an HTTP fixture that demands them, and never written anywhere in plaintext.
+
+use std::{path::Path, process::Stdio, time::Duration};
+
+use quarry_testkit::fixture::{self, FixtureArgs, HttpFixture};
+use rmcp::{ServiceExt, model::ClientConfig, transport::TokioChildProcess};
+use serde_json::json;
+
+use crate::support::{Client, QUARRY, call, call_error, call_raw, http_server};
+
+const KEY: &str = "sk-canary-api-key-5e1f0c9b";
+const TOKEN: &str = "canary-bearer-token-77d2a4e8";
+const NOTE: &str = "mcp://notes/fixture_3A//text/hello.txt";
+
+async fn demanding(header: &str) -> HttpFixture {
+    fixture::serve_http(
+        FixtureArgs {
+            name: "notes".into(),
+            require_header: Some(header.into()),
+            ..FixtureArgs::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+/// The gateway over stdio with debug logs kept in `dir/stderr.log`.
+async fn gateway(dir: &Path, config: &str) -> Client {
+    std::fs::write(dir.join("quarry.toml"), config).unwrap();
+    let log = std::fs::File::create(dir.join("stderr.log")).unwrap();
+    let mut cmd = tokio::process::Command::new(QUARRY);
+    cmd.args(["serve", "--stdio", "--config"])
+        .arg(dir.join("quarry.toml"))
+        .current_dir(dir)
+        .env_remove("QUARRY_CONFIG")
+        .env_remove("QUARRY_VAULT_KEY")
+        .env("QUARRY_LOGGING_LEVEL", "debug")
+        .env("QUARRY_STORE_PATH", dir.join("quarry.db"));
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap();
+    ClientConfig::default().serve(transport).await.unwrap()
+}
+
+/// `quarry auth ARGS` in `dir`, the secret (if any) in the environment variable SECRET.
+fn quarry_auth(dir: &Path, args: &[&str], secret: Option<&str>) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new(QUARRY);
+    cmd.arg("auth")
+        .args(args)
+        .arg("--config")
+        .arg(dir.join("quarry.toml"))
+        .current_dir(dir)
+        .env_remove("QUARRY_VAULT_KEY")
+        .env("QUARRY_STORE_PATH", dir.join("quarry.db"));
+    if let Some(secret) = secret {
+        cmd.env("SECRET", secret);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every file Quarry wrote in `dir`, as bytes (the store, its WAL and journal, the logs).
+fn written(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect()
+}
+
+fn assert_nowhere(dir: &Path, secret: &str, results: &[String]) {
+    for (file, bytes) in written(dir) {
+        if let Some(at) = bytes
+            .windows(secret.len())
+            .position(|w| w == secret.as_bytes())
+        {
+            let before = String::from_utf8_lossy(&bytes[at.saturating_sub(300)..at]);
+            panic!("the secret is in {file}, after: {before}");
+        }
+    }
+    for result in results {
+        assert!(
+            !result.contains(secret),
+            "the secret is in a result: {result}"
+        );
+    }
+}
+
+// traces: REQ-071-037, REQ-071-042, REQ-071-043, UC-9 — an API key given to `quarry auth
+// configure` (from the environment) is tested at once, sent in its header by `quarry serve`, and
+// found in no file Quarry wrote (store, WAL, key file, logs at debug) nor in any result.
+#[tokio::test(flavor = "multi_thread")]
+async fn uc_9_an_api_key_reaches_the_upstream_and_is_written_nowhere_in_plaintext() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = demanding(&format!("X-API-Key={KEY}")).await;
+    std::fs::write(
+        dir.path().join("quarry.toml"),
+        http_server("notes", &notes.url),
+    )
+    .unwrap();
+
+    // Without a credential the server refuses: E005 at once, saying none is configured.
+    let (code, _, stderr) = quarry_auth(dir.path(), &["test", "notes"], None);
+    assert_eq!(code, 15, "{stderr}");
+    assert!(stderr.contains("no credential is configured"), "{stderr}");
+
+    let (code, stdout, stderr) = quarry_auth(
+        dir.path(),
+        &[
+            "configure",
+            "notes",
+            "--type",
+            "api_key",
+            "--from-env",
+            "SECRET",
+        ],
+        Some(KEY),
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("connection test: connected"), "{stdout}");
+    assert!(stderr.contains("created the vault key file"), "{stderr}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("vault.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    let client = gateway(dir.path(), &http_server("notes", &notes.url)).await;
+    let read = call(&client, "read_mcp_resource", json!({"resource_uri": NOTE})).await;
+    assert_eq!(read["content"], "Hello from notes!\n");
+    let listing = call(&client, "list_mcp_resources", json!({"server": "notes"})).await;
+    assert_eq!(listing["servers"][0]["authenticated"], true, "{listing}");
+    let (_, test) = call_raw(&client, "mcp_auth_test", json!({"server": "notes"})).await;
+    assert_eq!(test["connection_status"], "connected", "{test}");
+    client.cancel().await.unwrap();
+
+    let (code, stdout, _) = quarry_auth(dir.path(), &["test", "notes", "--json"], None);
+    assert_eq!(code, 0, "{stdout}");
+    let results = [
+        read.to_string(),
+        listing.to_string(),
+        test.to_string(),
+        stdout,
+    ];
+    assert_nowhere(dir.path(), KEY, &results);
+}
+
+// traces: REQ-071-040, REQ-071-044, REQ-071-046, REQ-071-045 — through the tools: a wrong bearer
+// token is stored but its test fails with E005 and says so; the right one connects; reads carry
+// it; removing it makes reads E005 again, and removing twice is E001.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bearer_token_is_configured_tested_and_removed_through_the_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = demanding(&format!("Authorization=Bearer {TOKEN}")).await;
+    let config = http_server("notes", &notes.url) + "[registry]\nallow_tool_registration = true\n";
+    let client = gateway(dir.path(), &config).await;
+
+    let (code, message) =
+        call_error(&client, "read_mcp_resource", json!({"resource_uri": NOTE})).await;
+    assert_eq!(code, "E005", "{message}");
+
+    let (is_error, wrong) = call_raw(
+        &client,
+        "mcp_auth_configure",
+        json!({"server": "notes", "auth_type": "bearer_token", "credentials": {"token": "wrong-token"}}),
+    )
+    .await;
+    assert!(is_error, "{wrong}");
+    assert_eq!(wrong["error_code"], "E005", "{wrong}");
+    assert_eq!(wrong["connection_status"], "error", "{wrong}");
+    assert!(wrong["server_id"].is_string(), "{wrong}");
+
+    let right = call(
+        &client,
+        "mcp_auth_configure",
+        json!({"server": "notes", "auth_type": "bearer_token", "credentials": {"token": TOKEN},
+               "idempotency_key": "configure-1"}),
+    )
+    .await;
+    assert_eq!(right["connection_status"], "connected", "{right}");
+    assert!(right["latency_ms"].is_u64(), "{right}");
+    let read = call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": NOTE, "use_cache": false}),
+    )
+    .await;
+    assert_eq!(read["content"], "Hello from notes!\n");
+
+    let removed = call(&client, "mcp_auth_remove", json!({"server": "notes"})).await;
+    assert_eq!(removed["success"], true, "{removed}");
+    let (code, message) = call_error(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": NOTE, "use_cache": false}),
+    )
+    .await;
+    assert_eq!(code, "E005", "{message}");
+    let (code, message) = call_error(&client, "mcp_auth_remove", json!({"server": "notes"})).await;
+    assert_eq!(code, "E001", "{message}");
+    client.cancel().await.unwrap();
+    assert_nowhere(dir.path(), TOKEN, &[right.to_string(), read.to_string()]);
+}
+
+// traces: UC-11, REQ-071-041 — bad credentials never reach the store, and the error never
+// repeats a secret, wherever in the arguments it was put; agents may not configure credentials
+// unless the configuration allows it (E004); a stdio server takes none (E001).
+#[tokio::test(flavor = "multi_thread")]
+async fn uc_11_bad_credentials_are_refused_before_storage_without_echoing_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = demanding(&format!("X-API-Key={KEY}")).await;
+    let config = http_server("notes", &notes.url)
+        + &crate::support::stdio_fixture("files", &[])
+        + "[registry]\nallow_tool_registration = true\n";
+    let client = gateway(dir.path(), &config).await;
+    let bad = [
+        json!({"server": "notes", "auth_type": "api_key", "credentials": {}}),
+        json!({"server": "notes", "auth_type": "api_key", "credentials": {"key": format!("{KEY}\r\nX: y")}}),
+        json!({"server": "notes", "auth_type": "api_key", "credentials": {"key": KEY, "header": "Host"}}),
+        json!({"server": "notes", "auth_type": KEY, "credentials": {"key": KEY}}),
+        json!({"server": "notes", "auth_type": "api_key", "credentials": KEY}),
+        json!({"server": "notes", "auth_type": "api_key", "credentials": {"key": KEY}, "test_connection": KEY}),
+        json!({"server": "files", "auth_type": "api_key", "credentials": {"key": KEY}}),
+    ];
+    for args in bad {
+        let (code, message) = call_error(&client, "mcp_auth_configure", args.clone()).await;
+        assert_eq!(code, "E001", "{args}: {message}");
+        assert!(!message.contains(KEY), "{message}");
+    }
+    client.cancel().await.unwrap();
+    let closed = gateway(dir.path(), &http_server("notes", &notes.url)).await;
+    let (code, _) = call_error(
+        &closed,
+        "mcp_auth_configure",
+        json!({"server": "notes", "auth_type": "api_key", "credentials": {"key": KEY}}),
+    )
+    .await;
+    assert_eq!(code, "E004");
+    closed.cancel().await.unwrap();
+    assert_nowhere(dir.path(), KEY, &[]);
+}
+
+// traces: UC-7 — a stored credential sealed under another vault key is refused clearly (E005,
+// naming the key), never sent as garbage and never a crash.
+#[tokio::test(flavor = "multi_thread")]
+async fn uc_7_a_credential_under_another_vault_key_is_a_clear_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = demanding(&format!("X-API-Key={KEY}")).await;
+    std::fs::write(
+        dir.path().join("quarry.toml"),
+        http_server("notes", &notes.url),
+    )
+    .unwrap();
+    let (code, out, err) = quarry_auth(
+        dir.path(),
+        &[
+            "configure",
+            "notes",
+            "--type",
+            "api_key",
+            "--from-env",
+            "SECRET",
+            "--no-test",
+        ],
+        Some(KEY),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    std::fs::write(
+        dir.path().join("vault.key"),
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (code, _, stderr) = quarry_auth(dir.path(), &["test", "notes"], None);
+    assert_eq!(code, 15, "{stderr}");
+    assert!(stderr.contains("sealed with key"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
