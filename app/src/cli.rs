@@ -60,6 +60,8 @@ pub enum Command {
     /// Give Quarry the credential for an upstream HTTP server (encrypted at rest), test it, or
     /// remove it.
     Auth(auth::AuthArgs),
+    /// Manage the vault that keeps upstream credentials encrypted: rotate its key.
+    Vault(auth::VaultArgs),
     /// Run a self-contained demo: two fixture upstreams (stdio and HTTP), a listing across both,
     /// and one resource read twice, the second time from cache. Needs nothing but this binary.
     #[cfg(feature = "demo")]
@@ -258,6 +260,7 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
         },
         Command::Versions(args) => with_service(&settings, |s| versions(s, args)).await,
         Command::Auth(args) => with_service(&settings, |s| auth::run(s, args)).await,
+        Command::Vault(args) => with_service(&settings, |s| auth::vault(s, args)).await,
     }
 }
 

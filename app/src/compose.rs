@@ -122,6 +122,8 @@ pub async fn serve_stdio(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let service = build(settings).await?;
+    // Credentials the configured key cannot open would fail every connection: refuse now.
+    service.check_vault().await?;
     service.start_supervision();
     tracing::info!(
         servers = settings.servers.len(),

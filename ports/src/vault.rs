@@ -73,6 +73,17 @@ pub trait CredentialCipher: Send + Sync + std::fmt::Debug {
         identity: &SealIdentity,
         sealed: &Sealed,
     ) -> Result<Zeroizing<Vec<u8>>, CipherError>;
+
+    /// Starts a key rotation: where the cipher keeps its keys (a key file) a new key becomes the
+    /// one that seals, and the old ones still open. Returns the id of the key records are to be
+    /// re-wrapped under.
+    fn begin_rotation(&self) -> Result<String, CipherError>;
+
+    /// The record re-wrapped under the sealing key: it opens to the same plaintext.
+    fn rewrap(&self, identity: &SealIdentity, sealed: &Sealed) -> Result<Sealed, CipherError>;
+
+    /// Ends a rotation: only the sealing key is kept.
+    fn finish_rotation(&self) -> Result<(), CipherError>;
 }
 
 /// One stored credential: who it is for, what it is, and the sealed bytes.
@@ -90,8 +101,9 @@ pub struct StoredCredential {
 
 /// Keeps sealed credentials, one per server.
 ///
-/// Contract: `put` replaces the server's credential; `get` returns exactly what was put;
-/// `remove` says whether there was one. The store sees sealed bytes only.
+/// Contract: `put` replaces the server's credential; `get` and `all` return exactly what was
+/// put; `remove` says whether there was one; `replace_sealed` changes a record only while it is
+/// still the one it was given. The store sees sealed bytes only.
 ///
 /// # Errors
 /// Every method: [`StoreError::Unavailable`] when the backend cannot be reached;
@@ -107,4 +119,16 @@ pub trait CredentialStore: Send + Sync + std::fmt::Debug {
 
     /// Removes the server's credential; true when there was one.
     async fn remove(&self, server: &ServerName) -> Result<bool, StoreError>;
+
+    /// Every stored credential, by server name.
+    async fn all(&self) -> Result<Vec<StoredCredential>, StoreError>;
+
+    /// Replaces the server's sealed record with `new` only if it is still `old` (a credential
+    /// configured meanwhile is kept); true when it was replaced.
+    async fn replace_sealed(
+        &self,
+        server: &ServerName,
+        old: &Sealed,
+        new: &Sealed,
+    ) -> Result<bool, StoreError>;
 }

@@ -66,4 +66,35 @@ impl CredentialStore for SqliteStore {
             .map_err(failed)?;
         Ok(done.rows_affected() > 0)
     }
+
+    async fn all(&self) -> Result<Vec<StoredCredential>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM credentials ORDER BY server")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(failed)?;
+        rows.iter().map(credential_of).collect()
+    }
+
+    async fn replace_sealed(
+        &self,
+        server: &ServerName,
+        old: &Sealed,
+        new: &Sealed,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE credentials SET key_id = ?, wrapped_key = ?, ciphertext = ?
+             WHERE server = ? AND key_id = ? AND wrapped_key = ? AND ciphertext = ?",
+        )
+        .bind(&new.key_id)
+        .bind(&new.wrapped_key)
+        .bind(&new.ciphertext)
+        .bind(server.as_str())
+        .bind(&old.key_id)
+        .bind(&old.wrapped_key)
+        .bind(&old.ciphertext)
+        .execute(&self.pool)
+        .await
+        .map_err(failed)?;
+        Ok(done.rows_affected() > 0)
+    }
 }

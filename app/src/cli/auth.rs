@@ -160,3 +160,49 @@ fn credential(c: &ConfigureArgs) -> Result<UpstreamAuth, Error> {
     }
     parsed
 }
+
+/// `quarry vault` options.
+#[derive(Debug, Args)]
+pub struct VaultArgs {
+    #[command(subcommand)]
+    pub action: VaultAction,
+    /// Print the result as JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// `quarry vault rotate`.
+#[derive(Debug, Subcommand)]
+pub enum VaultAction {
+    /// Re-wrap every stored credential under a new vault key, while gateways keep serving.
+    ///
+    /// With a key file, a new key is added to it first (the old one still opens credentials),
+    /// every credential's data key is re-wrapped, and the old key is then removed from the file;
+    /// an interrupted rotation loses nothing and can be run again. With QUARRY_VAULT_KEY, give
+    /// the new key first and the old one after a comma, rotate, then keep only the new one.
+    Rotate,
+}
+
+/// Runs one `quarry vault` command.
+pub(super) async fn vault(service: Arc<ResourceService>, args: VaultArgs) -> Result<(), Failure> {
+    match args.action {
+        VaultAction::Rotate => {
+            let rotation = service
+                .rotate_vault_key(&|done, total| {
+                    eprintln!("re-wrapped {done} of {total} credential(s)");
+                })
+                .await?;
+            let mut out = std::io::stdout().lock();
+            if args.json {
+                render::json(&mut out, &rotation)?;
+            } else {
+                writeln!(
+                    out,
+                    "every credential ({} of them, {} re-wrapped now) is sealed under key {}",
+                    rotation.total, rotation.rewrapped, rotation.key_id
+                )?;
+            }
+            Ok(())
+        }
+    }
+}

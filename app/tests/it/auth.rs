@@ -287,4 +287,81 @@ async fn uc_7_a_credential_under_another_vault_key_is_a_clear_refusal() {
     assert_eq!(code, 15, "{stderr}");
     assert!(stderr.contains("sealed with key"), "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(10));
+    // A gateway refuses to start rather than serve with credentials it cannot open.
+    let serve = std::process::Command::new(QUARRY)
+        .args(["serve", "--config"])
+        .arg(dir.path().join("quarry.toml"))
+        .current_dir(dir.path())
+        .env_remove("QUARRY_VAULT_KEY")
+        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&serve.stderr);
+    assert_eq!(serve.status.code(), Some(15), "{stderr}");
+    assert!(
+        stderr.contains("does not open the stored credentials of 'notes'"),
+        "{stderr}"
+    );
+    assert!(serve.stdout.is_empty(), "nothing on the MCP channel");
+}
+
+// traces: UC-8 — `quarry vault rotate` re-wraps every credential under a new key while a
+// gateway keeps serving: the gateway opens the re-wrapped credential for a new session, the key
+// file ends with the new key only, and everything still works after a restart.
+#[tokio::test(flavor = "multi_thread")]
+async fn uc_8_the_vault_key_rotates_while_a_gateway_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = demanding(&format!("X-API-Key={KEY}")).await;
+    let config = http_server("notes", &notes.url);
+    std::fs::write(dir.path().join("quarry.toml"), &config).unwrap();
+    let (code, out, err) = quarry_auth(
+        dir.path(),
+        &[
+            "configure",
+            "notes",
+            "--type",
+            "api_key",
+            "--from-env",
+            "SECRET",
+        ],
+        Some(KEY),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let old_key = std::fs::read_to_string(dir.path().join("vault.key")).unwrap();
+    let client = gateway(dir.path(), &config).await;
+    call(&client, "read_mcp_resource", json!({"resource_uri": NOTE})).await;
+
+    let rotate = std::process::Command::new(QUARRY)
+        .args(["vault", "rotate", "--json", "--config"])
+        .arg(dir.path().join("quarry.toml"))
+        .current_dir(dir.path())
+        .env_remove("QUARRY_VAULT_KEY")
+        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&rotate.stdout);
+    assert_eq!(
+        rotate.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&rotate.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (report["total"].as_u64(), report["rewrapped"].as_u64()),
+        (Some(1), Some(1)),
+        "{report}"
+    );
+    let new_key = std::fs::read_to_string(dir.path().join("vault.key")).unwrap();
+    assert_eq!(new_key.lines().count(), 1);
+    assert_ne!(new_key, old_key);
+
+    // A new session of the running gateway opens the re-wrapped credential.
+    let test = call(&client, "mcp_auth_test", json!({"server": "notes"})).await;
+    assert_eq!(test["connection_status"], "connected", "{test}");
+    client.cancel().await.unwrap();
+    let (code, out, err) = quarry_auth(dir.path(), &["test", "notes"], None);
+    assert_eq!(code, 0, "after a restart: {out}{err}");
+    assert_nowhere(dir.path(), KEY, &[]);
 }

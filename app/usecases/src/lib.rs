@@ -30,6 +30,7 @@ mod vault;
 mod versions;
 
 pub use service::{Ports, ResourceService, ServiceOptions, Supervision};
+pub use vault::VaultRotation;
 
 /// A store failure as callers see it: E012, the detail in the log only.
 pub(crate) fn store_failed(e: impl std::fmt::Display) -> quarry_domain::Error {

@@ -34,7 +34,7 @@ use crate::{
     registry::RegistrySeen,
     upstream::{Upstream, Wiring},
     upstreams::Upstreams,
-    vault::Vault,
+    vault::{Vault, VaultRotation},
 };
 
 /// How upstreams are supervised while serving.
@@ -197,6 +197,26 @@ impl ResourceService {
         if self.supervising.load(Ordering::SeqCst) {
             tokio::spawn(upstream.clone().supervise(self.stop.child_token()));
         }
+    }
+
+    /// Checks that every stored credential opens under the configured vault keys (a gateway
+    /// refuses to start otherwise); returns how many there are.
+    ///
+    /// # Errors
+    /// E005 naming the credentials that do not open; E012 when the store fails.
+    pub async fn check_vault(&self) -> Result<usize, Error> {
+        self.vault.check().await
+    }
+
+    /// `quarry vault rotate`: every stored credential re-wrapped under a new key.
+    ///
+    /// # Errors
+    /// As the vault's rotation: E005 when it cannot be done, E012 when the store fails.
+    pub async fn rotate_vault_key(
+        &self,
+        progress: &(dyn Fn(usize, usize) + Send + Sync),
+    ) -> Result<VaultRotation, Error> {
+        self.vault.rotate(progress).await
     }
 
     /// Every server's status as last seen, without contacting any.

@@ -94,4 +94,118 @@ impl Vault {
     pub(crate) async fn remove(&self, server: &ServerName) -> Result<bool, Error> {
         self.store.remove(server).await.map_err(store_failed)
     }
+
+    /// Opens every stored credential once: all of them must open under the keys configured.
+    ///
+    /// # Errors
+    /// E005 naming the servers whose credentials do not open, and the keys they were sealed
+    /// with; E012 when the store fails.
+    pub(crate) async fn check(&self) -> Result<usize, Error> {
+        let all = self.store.all().await.map_err(store_failed)?;
+        let unopened: Vec<String> = all
+            .iter()
+            .filter_map(|c| match self.cipher.open(&c.identity, &c.sealed) {
+                Ok(_) => None,
+                Err(e) => Some(format!("'{}' ({e})", c.server)),
+            })
+            .collect();
+        if unopened.is_empty() {
+            return Ok(all.len());
+        }
+        Err(Error::new(
+            ErrorCode::E005,
+            format!(
+                "the vault key does not open the stored credentials of {}; set QUARRY_VAULT_KEY or \
+                 security.vault_key_file to the key they were stored under, or store them again \
+                 with `quarry auth configure`",
+                unopened.join(", ")
+            ),
+        ))
+    }
+
+    /// Re-wraps every stored credential under a new key, telling `progress` (done, total) as it
+    /// goes; the old keys open records until every one is re-wrapped, then only the new key is
+    /// kept. Safe to run while gateways serve, and to run again after an interruption.
+    ///
+    /// # Errors
+    /// E005 when a new key cannot be made or a record cannot be opened (the old keys are then
+    /// kept); E012 when the store fails.
+    pub(crate) async fn rotate(
+        &self,
+        progress: &(dyn Fn(usize, usize) + Send + Sync),
+    ) -> Result<VaultRotation, Error> {
+        let refused = |e: quarry_ports::CipherError| {
+            Error::new(
+                ErrorCode::E005,
+                format!("the vault key cannot be rotated: {e}"),
+            )
+        };
+        let key_id = self.cipher.begin_rotation().map_err(refused)?;
+        let all = self.store.all().await.map_err(store_failed)?;
+        let total = all.len();
+        let mut rewrapped = 0;
+        for (done, mut record) in all.into_iter().enumerate() {
+            // A record changed meanwhile (configured again) is read again; one sealed under
+            // the new key is done.
+            for _ in 0..3 {
+                if record.sealed.key_id == key_id {
+                    break;
+                }
+                let new = self.cipher.rewrap(&record.identity, &record.sealed).map_err(|e| {
+                    Error::new(
+                        ErrorCode::E005,
+                        format!(
+                            "the credential of '{}' cannot be re-wrapped ({e}); the old keys are kept",
+                            record.server
+                        ),
+                    )
+                })?;
+                if self
+                    .store
+                    .replace_sealed(&record.server, &record.sealed, &new)
+                    .await
+                    .map_err(store_failed)?
+                {
+                    rewrapped += 1;
+                    break;
+                }
+                match self.store.get(&record.server).await.map_err(store_failed)? {
+                    Some(now) => record = now,
+                    None => break,
+                }
+            }
+            progress(done + 1, total);
+        }
+        let left = self
+            .store
+            .all()
+            .await
+            .map_err(store_failed)?
+            .into_iter()
+            .filter(|c| c.sealed.key_id != key_id)
+            .count();
+        if left > 0 {
+            return Err(Error::new(
+                ErrorCode::E005,
+                format!("{left} credential(s) are still under an old key; run the rotation again"),
+            ));
+        }
+        self.cipher.finish_rotation().map_err(refused)?;
+        Ok(VaultRotation {
+            key_id,
+            rewrapped,
+            total,
+        })
+    }
+}
+
+/// What a key rotation did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct VaultRotation {
+    /// The key every credential is now sealed under.
+    pub key_id: String,
+    /// Credentials re-wrapped by this rotation.
+    pub rewrapped: usize,
+    /// Credentials stored.
+    pub total: usize,
 }

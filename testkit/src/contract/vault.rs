@@ -40,6 +40,28 @@ pub async fn check(store: impl CredentialStore) {
     assert_eq!(store.get(&docs).await.unwrap(), Some(replaced));
     assert_eq!(store.get(&other.server).await.unwrap(), Some(other.clone()));
 
+    assert_eq!(
+        store.all().await.unwrap(),
+        [store.get(&docs).await.unwrap().unwrap(), other.clone()]
+    );
+    // A re-wrap applies only to the record it was computed from.
+    let current = store.get(&docs).await.unwrap().unwrap();
+    let rewrapped = record("docs", AuthType::BearerToken, 9).sealed;
+    assert!(
+        !store
+            .replace_sealed(&docs, &first.sealed, &rewrapped)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.get(&docs).await.unwrap(), Some(current.clone()));
+    assert!(
+        store
+            .replace_sealed(&docs, &current.sealed, &rewrapped)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.get(&docs).await.unwrap().unwrap().sealed, rewrapped);
+
     assert!(store.remove(&docs).await.unwrap());
     assert_eq!(store.get(&docs).await.unwrap(), None);
     assert!(!store.remove(&docs).await.unwrap());

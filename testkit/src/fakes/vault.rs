@@ -58,6 +58,28 @@ impl CredentialStore for FakeCredentialStore {
     async fn remove(&self, server: &ServerName) -> Result<bool, StoreError> {
         Ok(self.check()?.remove(server).is_some())
     }
+
+    async fn all(&self) -> Result<Vec<StoredCredential>, StoreError> {
+        let mut all: Vec<_> = self.check()?.values().cloned().collect();
+        all.sort_by(|a, b| a.server.cmp(&b.server));
+        Ok(all)
+    }
+
+    async fn replace_sealed(
+        &self,
+        server: &ServerName,
+        old: &Sealed,
+        new: &Sealed,
+    ) -> Result<bool, StoreError> {
+        let mut rows = self.check()?;
+        match rows.get_mut(server) {
+            Some(row) if &row.sealed == old => {
+                row.sealed = new.clone();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }
 
 /// A cipher that keeps the plaintext readable (it is a fake) but binds the identity: a record
@@ -105,5 +127,18 @@ impl CredentialCipher for FakeCipher {
             .strip_prefix(Self::label(identity).as_slice())
             .map(|plain| Zeroizing::new(plain.to_vec()))
             .ok_or(CipherError::Integrity)
+    }
+
+    fn begin_rotation(&self) -> Result<String, CipherError> {
+        Ok("k-fake".into())
+    }
+
+    fn rewrap(&self, identity: &SealIdentity, sealed: &Sealed) -> Result<Sealed, CipherError> {
+        self.open(identity, sealed)?;
+        Ok(sealed.clone())
+    }
+
+    fn finish_rotation(&self) -> Result<(), CipherError> {
+        Ok(())
     }
 }

@@ -162,3 +162,85 @@ fn a_bad_key_is_a_clear_refusal_that_holds_no_key_material() {
         "never replaced"
     );
 }
+
+// traces: UC-8 — rotation: a new key seals and re-wraps while the old one still opens, a
+// cipher loaded before the rotation (a gateway that keeps serving) opens re-wrapped records by
+// reading the key file again, the credential's ciphertext never changes, and once the rotation
+// is finished only the new key is kept.
+#[test]
+fn uc_8_rotation_rewraps_without_downtime_and_retires_the_old_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vault.key");
+    let operator = RingCipher::new(KeySource::CreatedOnFirstUse(path.clone()), |_| {});
+    let serving = RingCipher::new(KeySource::File(path.clone()), |_| {});
+    let old_id = operator.load().unwrap();
+    let sealed = operator.seal(&identity("srv-aaaa"), CANARY).unwrap();
+    assert_eq!(serving.load().unwrap(), old_id);
+
+    let new_id = operator.begin_rotation().unwrap();
+    assert_ne!(new_id, old_id);
+    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+    assert_eq!(
+        operator
+            .open(&identity("srv-aaaa"), &sealed)
+            .unwrap()
+            .as_slice(),
+        CANARY
+    );
+    let rewrapped = operator.rewrap(&identity("srv-aaaa"), &sealed).unwrap();
+    assert_eq!(rewrapped.key_id, new_id);
+    assert_eq!(rewrapped.ciphertext, sealed.ciphertext);
+    assert_ne!(rewrapped.wrapped_key, sealed.wrapped_key);
+    assert_eq!(
+        serving
+            .open(&identity("srv-aaaa"), &rewrapped)
+            .unwrap()
+            .as_slice(),
+        CANARY
+    );
+
+    operator.finish_rotation().unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
+    let fresh = RingCipher::new(KeySource::File(path.clone()), |_| {});
+    assert_eq!(
+        fresh
+            .open(&identity("srv-aaaa"), &rewrapped)
+            .unwrap()
+            .as_slice(),
+        CANARY
+    );
+    assert_eq!(
+        fresh.open(&identity("srv-aaaa"), &sealed),
+        Err(CipherError::UnknownKey(old_id))
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
+
+#[test]
+fn keys_given_in_the_environment_open_with_any_and_seal_with_the_first() {
+    let (new, old) = (VaultKey::generate().unwrap(), VaultKey::generate().unwrap());
+    let before = RingCipher::new(KeySource::Text(old.to_text()), |_| {});
+    let sealed = before.seal(&identity("srv-aaaa"), CANARY).unwrap();
+    let both = Zeroizing::new(format!(
+        "{},{}",
+        new.to_text().as_str(),
+        old.to_text().as_str()
+    ));
+    let after = RingCipher::new(KeySource::Text(both), |_| {});
+    assert_eq!(after.begin_rotation().unwrap(), new.id());
+    let rewrapped = after.rewrap(&identity("srv-aaaa"), &sealed).unwrap();
+    assert_eq!(rewrapped.key_id, new.id());
+    let only_new = RingCipher::new(KeySource::Text(new.to_text()), |_| {});
+    assert_eq!(
+        only_new
+            .open(&identity("srv-aaaa"), &rewrapped)
+            .unwrap()
+            .as_slice(),
+        CANARY
+    );
+}
