@@ -106,6 +106,7 @@ pub async fn service(settings: &Settings, ports: Ports) -> Result<Arc<ResourceSe
             supervision: settings.supervision,
             allow_tool_registration: settings.allow_tool_registration,
             allow_tool_commands: settings.allow_tool_commands,
+            require_auth_for_protected: settings.require_auth_for_protected,
         },
     );
     service.load_registry().await?;

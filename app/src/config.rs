@@ -87,6 +87,8 @@ pub struct Settings {
     pub allow_tool_commands: bool,
     /// Where the vault's key-encryption key comes from.
     pub vault_key: VaultKey,
+    /// Whether protected resources need a credential for their server to be read.
+    pub require_auth_for_protected: bool,
 }
 
 /// Where the vault's key-encryption key comes from, in order: `QUARRY_VAULT_KEY`, the key file
@@ -210,6 +212,13 @@ impl Settings {
         if file.cache.max_size_mb == 0 {
             return Err(at("cache.max_size_mb must be at least 1".into()));
         }
+        if !file.security.encrypt_credentials {
+            return Err(at(
+                "security.encrypt_credentials = false is refused: Quarry keeps upstream credentials \
+                 encrypted at rest, always (remove the key or set it to true)"
+                    .into(),
+            ));
+        }
         if file.security.max_resource_size_mb == 0 {
             return Err(at("security.max_resource_size_mb must be at least 1".into()));
         }
@@ -289,6 +298,7 @@ impl Settings {
             allow_tool_registration: file.registry.allow_tool_registration,
             allow_tool_commands: file.registry.allow_tool_commands,
             vault_key: VaultKey::Ephemeral,
+            require_auth_for_protected: file.security.require_auth_for_protected,
         })
     }
 }
@@ -307,6 +317,8 @@ fn server_settings(name: &str, s: ServerSection) -> Result<ServerSettings, Error
         retry_attempts: s.retry_attempts,
         retry_delay_secs: s.retry_delay,
         pool_size: s.pool_size,
+        protected: s.protected,
+        protected_uris: s.protected_uris,
     }
     .into_settings(&|field: &str| match field {
         "name" => format!("servers.{name}"),

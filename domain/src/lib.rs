@@ -12,6 +12,7 @@ mod credential;
 mod error;
 mod idempotency;
 mod principal;
+mod protection;
 mod query;
 mod range;
 mod resource;
@@ -32,6 +33,7 @@ pub use credential::{
 pub use error::{Error, ErrorCode};
 pub use idempotency::{IdempotencyKey, Payload};
 pub use principal::Principal;
+pub use protection::{MAX_PATTERNS, Protection};
 pub use query::{ListQuery, Listed, Page, PageLimit, ServerSelector, sort_and_page};
 pub use range::{ByteRange, ContentRange, Slice};
 pub use resource::{

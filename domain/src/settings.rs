@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use serde::Serialize;
 
-use crate::{Endpoint, Error, RetryPolicy, ServerId, ServerName, ServerSpec};
+use crate::{Endpoint, Error, Protection, RetryPolicy, ServerId, ServerName, ServerSpec};
 
 /// A registered server with its retry policy and its pool: one type for the configuration
 /// file, the `add_mcp_server` tool, the command line and the registry.
@@ -18,6 +18,8 @@ pub struct ServerSettings {
     pub retry: RetryPolicy,
     /// Most sessions (stdio: processes) held open to the server at once.
     pub pool_size: u32,
+    /// Which of its resources need a credential to be read.
+    pub protection: Protection,
 }
 
 impl ServerSettings {
@@ -32,6 +34,7 @@ impl ServerSettings {
             spec,
             retry: RetryPolicy::default(),
             pool_size: Self::DEFAULT_POOL_SIZE,
+            protection: Protection::Nothing,
         }
     }
 
@@ -69,6 +72,10 @@ pub struct ServerDraft {
     pub retry_delay_secs: Option<f64>,
     /// Most sessions held open at once.
     pub pool_size: Option<u32>,
+    /// The whole server is protected.
+    pub protected: bool,
+    /// Upstream URIs (or prefixes ending in `*`) that are protected.
+    pub protected_uris: Vec<String>,
 }
 
 impl ServerDraft {
@@ -179,10 +186,20 @@ impl ServerDraft {
                 )));
             }
         };
+        let protection = Protection::declare(self.protected, self.protected_uris, field)?;
+        if protection != Protection::Nothing && matches!(spec.endpoint, Endpoint::Stdio { .. }) {
+            return Err(Error::invalid(format!(
+                "{} applies to HTTP servers, whose credentials Quarry keeps; a stdio server \
+                 takes its secrets in {}",
+                field("protected"),
+                field("env")
+            )));
+        }
         Ok(ServerSettings {
             spec,
             retry,
             pool_size,
+            protection,
         })
     }
 }

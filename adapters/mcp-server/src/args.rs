@@ -109,6 +109,7 @@ pub(crate) fn add_server(
         retry_attempts: a.retry_attempts,
         retry_delay_secs: a.retry_delay,
         pool_size: a.pool_size,
+        ..ServerDraft::default()
     }
     .into_settings(&|field: &str| field.to_owned())?;
     Ok((server, idempotency(a.idempotency_key)?))

@@ -46,6 +46,8 @@ fn server_of(row: &sqlx::sqlite::SqliteRow) -> Result<ServerSettings, StoreError
             delay: Duration::from_millis(number("retry_delay_ms")?),
         },
         pool_size: u32::try_from(number("pool_size")?).map_err(failed)?,
+        // Protection is declared in the configuration file only.
+        protection: quarry_domain::Protection::Nothing,
     })
 }
 

@@ -106,6 +106,7 @@ pub(super) async fn add_server(
         retry_attempts: args.retry_attempts,
         retry_delay_secs: args.retry_delay,
         pool_size: args.pool_size,
+        ..ServerDraft::default()
     }
     .into_settings(&|field: &str| match field {
         "name" => "NAME".to_owned(),

@@ -107,6 +107,10 @@ pub(super) struct ServerSection {
     pub(super) retry_delay: Option<f64>,
     pub(super) max_pages: Option<u32>,
     pub(super) pool_size: Option<u32>,
+    #[serde(default)]
+    pub(super) protected: bool,
+    #[serde(default)]
+    pub(super) protected_uris: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -179,6 +183,12 @@ pub(super) struct SecuritySection {
     /// no key is given); by default `vault.key` beside the store.
     #[serde(default)]
     pub(super) vault_key_file: Option<std::path::PathBuf>,
+    /// Credentials are always encrypted at rest; `false` is refused.
+    #[serde(default = "yes")]
+    pub(super) encrypt_credentials: bool,
+    /// Protected resources need a credential for their server to be read.
+    #[serde(default = "yes")]
+    pub(super) require_auth_for_protected: bool,
 }
 
 impl Default for SecuritySection {
@@ -186,6 +196,8 @@ impl Default for SecuritySection {
         Self {
             max_resource_size_mb: default_max_resource_mb(),
             vault_key_file: None,
+            encrypt_credentials: true,
+            require_auth_for_protected: true,
         }
     }
 }

@@ -47,6 +47,8 @@ fn the_spec_shaped_file_parses() {
         eviction_policy = "lru"
 
         [security]
+        encrypt_credentials = true
+        require_auth_for_protected = true
         max_resource_size_mb = 5
 
         [logging]
@@ -55,6 +57,7 @@ fn the_spec_shaped_file_parses() {
     )
     .unwrap();
     assert_eq!(s.servers.len(), 2);
+    assert!(s.require_auth_for_protected);
     let local = s
         .servers
         .iter()
@@ -139,4 +142,32 @@ fn environment_overrides_win_and_are_checked() {
 fn a_missing_explicit_file_is_an_error_not_the_defaults() {
     let err = Settings::load(Some(Path::new("/nonexistent/quarry.toml")), &no_env).unwrap_err();
     assert!(err.message().contains("/nonexistent/quarry.toml"));
+}
+
+// traces: REQ-071-042 — credentials are always encrypted: turning it off is refused, naming the
+// key; protection is declared on HTTP servers only.
+#[test]
+fn encryption_cannot_be_turned_off_and_protection_is_for_http_servers() {
+    let e = load_text("[security]\nencrypt_credentials = false\n").unwrap_err();
+    assert!(
+        e.message().contains("security.encrypt_credentials"),
+        "{}",
+        e.message()
+    );
+    let e = load_text("[servers.local]\ncommand = \"node\"\nprotected = true\n").unwrap_err();
+    assert!(
+        e.message()
+            .contains("servers.local.protected applies to HTTP servers"),
+        "{}",
+        e.message()
+    );
+    let e = load_text(
+        "[servers.docs]\nendpoint = \"https://x.example/mcp\"\nprotected = true\nprotected_uris = [\"a\"]\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.message().contains("servers.docs.protected_uris"),
+        "{}",
+        e.message()
+    );
 }

@@ -365,3 +365,78 @@ async fn uc_8_the_vault_key_rotates_while_a_gateway_serves() {
     assert_eq!(code, 0, "after a restart: {out}{err}");
     assert_nowhere(dir.path(), KEY, &[]);
 }
+
+// traces: REQ-071-048, SR-003 — protected resources: the listing marks them, reading one needs
+// a credential for its server (checked before each access, the cache included: E005 naming the
+// command that fixes it), unprotected ones read as before, and require_auth_for_protected =
+// false lets them be read without one.
+#[tokio::test(flavor = "multi_thread")]
+async fn protected_resources_need_a_credential_before_each_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = fixture::serve_http(
+        FixtureArgs {
+            name: "notes".into(),
+            ..FixtureArgs::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let config = http_server("notes", &notes.url)
+        .replace("\n\n", "\nprotected_uris = [\"fixture://text/*\"]\n\n")
+        + "[registry]\nallow_tool_registration = true\n";
+    let client = gateway(dir.path(), &config).await;
+    let listing = call(&client, "list_mcp_resources", json!({"server": "notes"})).await;
+    let protected: Vec<_> = listing["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["is_protected"] == true)
+        .map(|r| r["uri"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(protected.contains(&NOTE.to_owned()), "{listing}");
+    assert!(
+        protected
+            .iter()
+            .all(|u| u.starts_with("mcp://notes/fixture_3A//text/")),
+        "{protected:?}"
+    );
+
+    let (code, message) =
+        call_error(&client, "read_mcp_resource", json!({"resource_uri": NOTE})).await;
+    assert_eq!(code, "E005", "{message}");
+    assert!(message.contains("quarry auth configure notes"), "{message}");
+    let open = listing["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["is_protected"] == false)
+        .expect("an unprotected resource")["uri"]
+        .clone();
+    call(&client, "read_mcp_resource", json!({"resource_uri": open})).await;
+
+    call(
+        &client,
+        "mcp_auth_configure",
+        json!({"server": "notes", "auth_type": "api_key", "credentials": {"key": KEY}}),
+    )
+    .await;
+    let read = call(&client, "read_mcp_resource", json!({"resource_uri": NOTE})).await;
+    assert_eq!(read["content"], "Hello from notes!\n");
+    call(&client, "mcp_auth_remove", json!({"server": "notes"})).await;
+    let (code, _) = call_error(&client, "read_mcp_resource", json!({"resource_uri": NOTE})).await;
+    assert_eq!(
+        code, "E005",
+        "the cached copy is not served without the credential"
+    );
+    client.cancel().await.unwrap();
+
+    let relaxed = config.replace(
+        "[registry]",
+        "[security]\nrequire_auth_for_protected = false\n\n[registry]",
+    );
+    let client = gateway(dir.path(), &relaxed).await;
+    let read = call(&client, "read_mcp_resource", json!({"resource_uri": NOTE})).await;
+    assert_eq!(read["content"], "Hello from notes!\n");
+    client.cancel().await.unwrap();
+}

@@ -146,13 +146,14 @@ async fn rc_7_malformed_listing_entries_are_skipped_and_counted() {
 async fn rc_4_over_limit_content_is_refused_at_once_within_twice_the_limit() {
     const LIMIT: u64 = 4 * 1024 * 1024;
     let dir = tempfile::tempdir().unwrap();
-    let config = stdio_fixture("files", &[]) + "[security]\nmax_resource_size_mb = 4\n";
+    // The hostile server makes a text of any size at once, so the time measured is Quarry's.
+    let config = server_section("hostile", &[], "") + "[security]\nmax_resource_size_mb = 4\n";
     let client = gateway(dir.path(), &config).await;
     let quarry = gateway_pid(dir.path());
     call(
         &client,
         "read_mcp_resource",
-        json!({"resource_uri": "mcp://files/fixture_3A//text/hello.txt"}),
+        json!({"resource_uri": "mcp://hostile/hostile_3A//one"}),
     )
     .await;
     let before = quarry_testkit::procs::peak_rss_bytes(quarry);
@@ -163,7 +164,7 @@ async fn rc_4_over_limit_content_is_refused_at_once_within_twice_the_limit() {
         let (code, message) = call_error(
             &client,
             "read_mcp_resource",
-            json!({"resource_uri": format!("mcp://files/fixture_3A//sized/{size}")}),
+            json!({"resource_uri": format!("mcp://hostile/hostile_3A//sized/{size}")}),
         )
         .await;
         assert_eq!(code, "E008", "{size}: {message}");

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use quarry_domain::{
-    AuthResult, ConnectionStatus, Endpoint, Error, IdempotencyKey, Payload, ServerName,
-    UpstreamAuth,
+    AuthResult, ConnectionStatus, Endpoint, Error, ErrorCode, IdempotencyKey, Payload, ResourceUri,
+    ServerName, UpstreamAuth,
 };
 use quarry_ports::Requester;
 use serde_json::json;
@@ -95,6 +95,35 @@ impl ResourceService {
                 Ok(done(&upstream))
             })
             .await
+    }
+
+    /// A protected resource is read only with a credential for its server, checked before each
+    /// access (from the cache too) where `security.require_auth_for_protected` is set.
+    ///
+    /// # Errors
+    /// E005 when the resource is protected and the server has no usable credential.
+    pub(crate) async fn check_protected(
+        &self,
+        upstream: &Upstream,
+        uri: &ResourceUri,
+    ) -> Result<(), Error> {
+        if !self.options.require_auth_for_protected
+            || !upstream.settings.protection.covers(uri.upstream())
+        {
+            return Ok(());
+        }
+        let server = upstream.name();
+        match self.vault.credential(&upstream.settings.spec).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(Error::new(
+                ErrorCode::E005,
+                format!(
+                    "{uri} is protected: reading it needs a credential for server '{server}' \
+                     (quarry auth configure {server})"
+                ),
+            )),
+            Err(e) => Err(e.into_error(server.as_str())),
+        }
     }
 
     /// Connects afresh with the stored credential, initialises and lists once.

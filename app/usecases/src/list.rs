@@ -288,7 +288,7 @@ impl ResourceService {
             created_at: None,
             modified_at: r.last_modified,
             version: None,
-            is_protected: false,
+            is_protected: upstream.settings.protection.covers(&r.uri),
             metadata,
         })
     }

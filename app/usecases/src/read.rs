@@ -38,6 +38,7 @@ impl ResourceService {
     /// `read_mcp_resource` and `resources/read`.
     pub(crate) async fn read(&self, request: ReadRequest) -> Result<ReadResourceResult, Error> {
         let upstream = self.upstream_for(request.uri.server()).await?;
+        self.check_protected(&upstream, &request.uri).await?;
         let key = ResourceKey::new(request.uri.server().clone(), request.uri.upstream());
         if let Some(wanted) = &request.version {
             return self.read_version(&request, &key, wanted).await;

@@ -79,6 +79,8 @@ pub struct ServiceOptions {
     pub allow_tool_registration: bool,
     /// Whether agents may also register stdio commands (arbitrary programs) that way.
     pub allow_tool_commands: bool,
+    /// Whether protected resources need a credential for their server to be read.
+    pub require_auth_for_protected: bool,
 }
 
 /// Every driven port the use cases need, one implementation each (chosen by the composition

@@ -26,6 +26,7 @@ pub fn stdio_server(name: &str) -> ServerSettings {
             delay: Duration::from_millis(500),
         },
         pool_size: 3,
+        protection: quarry_domain::Protection::Nothing,
     }
 }
 

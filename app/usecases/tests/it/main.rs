@@ -58,6 +58,7 @@ pub(crate) fn settings(name: &str) -> ServerSettings {
             delay: Duration::from_secs(1),
         },
         pool_size: 10,
+        protection: quarry_domain::Protection::Nothing,
     }
 }
 
@@ -73,6 +74,7 @@ pub(crate) fn options() -> ServiceOptions {
         },
         allow_tool_registration: false,
         allow_tool_commands: false,
+        require_auth_for_protected: true,
     }
 }
 
