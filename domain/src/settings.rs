@@ -115,6 +115,14 @@ impl ServerDraft {
                         url.chars().take(128).collect::<String>()
                     )));
                 }
+                if url.starts_with("http://") && !is_loopback(&url) {
+                    return Err(Error::invalid(format!(
+                        "{} is plain http:// to a host that is not this machine; credentials and \
+                         content would cross the network unencrypted: use https:// (plain http \
+                         is for 127.0.0.1, [::1] and localhost)",
+                        field("endpoint")
+                    )));
+                }
                 if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() {
                     return Err(Error::invalid(format!(
                         "{}, {} and {} apply to command servers, not endpoint ones",
@@ -204,6 +212,23 @@ impl ServerDraft {
     }
 }
 
+/// Whether an http(s) URL's host is this machine: `localhost`, `127.0.0.0/8` or `[::1]`.
+fn is_loopback(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host_port.split(':').next().unwrap_or_default(),
+    };
+    let host = host.to_ascii_lowercase();
+    host == "localhost"
+        || host == "::1"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// A duration in seconds within (0, max].
 ///
 /// # Errors
@@ -222,6 +247,46 @@ mod tests {
     use super::*;
     use crate::ErrorCode;
 
+    #[test]
+    fn plain_http_is_for_this_machine_only() {
+        for url in [
+            "http://127.0.0.1:8080/mcp",
+            "http://127.9.9.9/mcp",
+            "http://localhost/mcp",
+            "http://LOCALHOST:1/mcp",
+            "http://[::1]:80/mcp",
+        ] {
+            assert!(is_loopback(url), "{url}");
+        }
+        for url in [
+            "http://10.0.0.1/mcp",
+            "http://127.0.0.1.evil.example/mcp",
+            "http://localhost.evil.example/mcp",
+            "http://user@example.com/mcp",
+            "http://[::2]/mcp",
+        ] {
+            assert!(!is_loopback(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn plain_http_elsewhere_is_refused_naming_the_field() {
+        let e = draft("http://mcp.example.com/mcp")
+            .into_settings(&|f: &str| format!("servers.docs.{f}"))
+            .unwrap_err();
+        assert!(
+            e.message()
+                .starts_with("servers.docs.endpoint is plain http://"),
+            "{}",
+            e.message()
+        );
+        assert!(
+            draft("http://127.0.0.1:9/mcp")
+                .into_settings(&|f: &str| f.to_owned())
+                .is_ok()
+        );
+    }
+
     fn draft(endpoint: &str) -> ServerDraft {
         ServerDraft {
             name: "docs".into(),
@@ -236,7 +301,7 @@ mod tests {
         let cli = |k: &str| format!("--{}", k.replace('_', "-"));
         let bad = ServerDraft {
             pool_size: Some(0),
-            ..draft("http://h/mcp")
+            ..draft("https://h/mcp")
         };
         let e = bad.clone().into_settings(&config).unwrap_err();
         assert_eq!(
@@ -249,28 +314,28 @@ mod tests {
             (
                 ServerDraft {
                     retry_attempts: Some(11),
-                    ..draft("http://h")
+                    ..draft("https://h")
                 },
                 "retry_attempts must be at most 10",
             ),
             (
                 ServerDraft {
                     retry_delay_secs: Some(31.0),
-                    ..draft("http://h")
+                    ..draft("https://h")
                 },
                 "retry_delay must be more than 0 and at most 30",
             ),
             (
                 ServerDraft {
                     timeout_secs: Some(0.0),
-                    ..draft("http://h")
+                    ..draft("https://h")
                 },
                 "timeout must be more than 0",
             ),
             (
                 ServerDraft {
                     max_pages: Some(0),
-                    ..draft("http://h")
+                    ..draft("https://h")
                 },
                 "max_pages must be at least 1",
             ),
