@@ -85,6 +85,9 @@ pub enum AuthType {
     ApiKey,
     /// `Authorization: Bearer <token>`.
     BearerToken,
+    /// The secret environment of a stdio server registered at runtime (kept out of the
+    /// registry's rows). Not a type agents configure: it comes with the registration.
+    Environment,
 }
 
 impl AuthType {
@@ -96,7 +99,15 @@ impl AuthType {
         match self {
             Self::ApiKey => "api_key",
             Self::BearerToken => "bearer_token",
+            Self::Environment => "environment",
         }
+    }
+
+    /// Parses a type a store recorded (any type, [`Self::Environment`] included).
+    pub fn from_stored(name: &str) -> Option<Self> {
+        [Self::ApiKey, Self::BearerToken, Self::Environment]
+            .into_iter()
+            .find(|t| t.as_str() == name)
     }
 
     /// Parses a name from the wire.
@@ -133,6 +144,8 @@ pub enum UpstreamAuth {
         /// The token.
         token: Secret,
     },
+    /// Environment variables given to a stdio server's process.
+    Environment(std::collections::BTreeMap<String, Secret>),
 }
 
 impl UpstreamAuth {
@@ -144,6 +157,8 @@ impl UpstreamAuth {
         let allowed: &[&str] = match kind {
             AuthType::ApiKey => &["key", "header"],
             AuthType::BearerToken => &["token"],
+            // Not in `AuthType::ALL`: never parsed from a name.
+            AuthType::Environment => &[],
         };
         if let Some(unknown) = credentials.keys().find(|k| !allowed.contains(&k.as_str())) {
             return Err(Error::invalid(format!(
@@ -181,7 +196,17 @@ impl UpstreamAuth {
             AuthType::BearerToken => Ok(Self::Bearer {
                 token: required("token")?,
             }),
+            AuthType::Environment => Ok(Self::Environment(std::collections::BTreeMap::new())),
         }
+    }
+
+    /// A stdio server's environment as a credential.
+    pub fn environment(env: &std::collections::BTreeMap<String, String>) -> Self {
+        Self::Environment(
+            env.iter()
+                .map(|(k, v)| (k.clone(), Secret(Zeroizing::new(v.clone()))))
+                .collect(),
+        )
     }
 
     /// The credential's type.
@@ -189,6 +214,15 @@ impl UpstreamAuth {
         match self {
             Self::ApiKey { .. } => AuthType::ApiKey,
             Self::Bearer { .. } => AuthType::BearerToken,
+            Self::Environment(_) => AuthType::Environment,
+        }
+    }
+
+    /// The environment variables that carry it to a stdio server: (name, value).
+    pub fn env(&self) -> Vec<(String, Secret)> {
+        match self {
+            Self::Environment(env) => env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -200,6 +234,7 @@ impl UpstreamAuth {
                 "Authorization".to_owned(),
                 Secret(Zeroizing::new(format!("Bearer {}", token.expose()))),
             )],
+            Self::Environment(_) => Vec::new(),
         }
     }
 
@@ -208,6 +243,13 @@ impl UpstreamAuth {
         let mut value = match self {
             Self::ApiKey { header, key } => json!({"header": header, "key": key.expose()}),
             Self::Bearer { token } => json!({"token": token.expose()}),
+            Self::Environment(env) => {
+                let env: Map<String, Value> = env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::String(v.expose().to_owned())))
+                    .collect();
+                json!({ "env": env })
+            }
         };
         let bytes = Zeroizing::new(value.to_string().into_bytes());
         wipe(&mut value);
@@ -218,8 +260,19 @@ impl UpstreamAuth {
     pub fn from_plaintext(auth_type: AuthType, plaintext: &[u8]) -> Result<Self, Error> {
         let mut value: Value = serde_json::from_slice(plaintext)
             .map_err(|_| Error::invalid("a stored credential is not a credentials object"))?;
-        let parsed = match &value {
-            Value::Object(map) => Self::parse(auth_type.as_str(), map),
+        let parsed = match (&value, auth_type) {
+            (Value::Object(map), AuthType::Environment) => match map.get("env") {
+                Some(Value::Object(env)) => env
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Value::String(v) => Ok((k.clone(), Secret(Zeroizing::new(v.clone())))),
+                        _ => Err(Error::invalid("a stored environment value is not a string")),
+                    })
+                    .collect::<Result<_, _>>()
+                    .map(Self::Environment),
+                _ => Err(Error::invalid("a stored environment is not an object")),
+            },
+            (Value::Object(map), _) => Self::parse(auth_type.as_str(), map),
             _ => Err(Error::invalid(
                 "a stored credential is not a credentials object",
             )),

@@ -88,6 +88,7 @@ fn spawn_child(
     args: &[String],
     env: &std::collections::BTreeMap<String, String>,
     cwd: Option<&str>,
+    auth: Option<&UpstreamAuth>,
 ) -> Result<Child, UpstreamError> {
     let mut cmd = Command::new(command);
     cmd.args(args)
@@ -98,6 +99,13 @@ fn spawn_child(
                 .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
         )
         .envs(env)
+        // The environment kept in the vault (a server registered at runtime) wins.
+        .envs(
+            auth.map(UpstreamAuth::env)
+                .unwrap_or_default()
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.expose())),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -146,7 +154,7 @@ impl UpstreamConnector for RmcpConnector {
                 env,
                 cwd,
             } => {
-                let mut child = spawn_child(spec, command, args, env, cwd.as_deref())?;
+                let mut child = spawn_child(spec, command, args, env, cwd.as_deref(), auth)?;
                 forward_stderr(spec.name.to_string(), &mut child);
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                     return Err(UpstreamError::Unreachable(

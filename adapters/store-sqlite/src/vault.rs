@@ -14,7 +14,8 @@ fn credential_of(row: &sqlx::sqlite::SqliteRow) -> Result<StoredCredential, Stor
         server: ServerName::parse(&text("server")?).map_err(|e| corrupt(e.message()))?,
         identity: SealIdentity {
             server_id: ServerId::parse(&text("server_id")?).map_err(|e| corrupt(e.message()))?,
-            auth_type: AuthType::parse(&text("auth_type")?).map_err(|e| corrupt(e.message()))?,
+            auth_type: AuthType::from_stored(&text("auth_type")?)
+                .ok_or_else(|| corrupt("a stored credential has an unknown type"))?,
         },
         sealed: Sealed {
             key_id: text("key_id")?,

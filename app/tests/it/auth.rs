@@ -440,3 +440,49 @@ async fn protected_resources_need_a_credential_before_each_read() {
     assert_eq!(read["content"], "Hello from notes!\n");
     client.cancel().await.unwrap();
 }
+
+// traces: UC-9, UC-4 — the environment of a stdio server registered at runtime is kept in the
+// vault, not in the registry's rows: the child still gets it, and the store file and its WAL
+// never hold it.
+#[tokio::test(flavor = "multi_thread")]
+async fn uc_9_a_registered_stdio_servers_environment_is_kept_in_the_vault() {
+    const SECRET_VALUE: &str = "canary-env-secret-0b8e44f1";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("quarry.toml"), "").unwrap();
+    let marker = format!("env-vaulted-{}", std::process::id());
+    let add = std::process::Command::new(QUARRY)
+        .args(["servers", "add", "tools", "--command", QUARRY])
+        .args(["--arg", "fixture", "--arg", "--name", "--arg", &marker])
+        .arg("--env")
+        .arg(format!("TOOLS_TOKEN={SECRET_VALUE}"))
+        .arg("--config")
+        .arg(dir.path().join("quarry.toml"))
+        .current_dir(dir.path())
+        .env_remove("QUARRY_VAULT_KEY")
+        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
+        .output()
+        .unwrap();
+    assert!(
+        add.status.success(),
+        "{}",
+        String::from_utf8_lossy(&add.stderr)
+    );
+
+    let client = gateway(dir.path(), "").await;
+    let listing = call(&client, "list_mcp_resources", json!({"server": "tools"})).await;
+    assert_eq!(listing["servers"][0]["status"], "connected", "{listing}");
+    let children = quarry_testkit::procs::with_cmdline(&marker);
+    let (pid, _) = children
+        .iter()
+        .find(|(_, zombie)| !zombie)
+        .expect("the child runs");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&environ)
+            .split('\0')
+            .any(|kv| kv == format!("TOOLS_TOKEN={SECRET_VALUE}")),
+        "the child gets its environment"
+    );
+    client.cancel().await.unwrap();
+    assert_nowhere(dir.path(), SECRET_VALUE, &[listing.to_string()]);
+}

@@ -28,7 +28,7 @@ impl ResourceService {
         // secret replays the first result.
         let header = match &auth {
             UpstreamAuth::ApiKey { header, .. } => Some(header.clone()),
-            UpstreamAuth::Bearer { .. } => None,
+            UpstreamAuth::Bearer { .. } | UpstreamAuth::Environment(_) => None,
         };
         let payload = Payload::of(&json!({
             "server": server,

@@ -6,11 +6,24 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use quarry_domain::{
     Endpoint, Error, ErrorCode, IdempotencyKey, Payload, ServerName, ServerSettings, ServerStatus,
+    UpstreamAuth,
 };
 use quarry_ports::{RemovedServer, Requester};
 use serde_json::json;
 
 use crate::{ResourceService, store_failed, upstream::Upstream};
+
+/// The settings without a stdio server's environment, and that environment as a credential.
+fn without_env(mut server: ServerSettings) -> (ServerSettings, Option<UpstreamAuth>) {
+    match &mut server.spec.endpoint {
+        Endpoint::Stdio { env, .. } if !env.is_empty() => {
+            let environment = UpstreamAuth::environment(env);
+            env.clear();
+            (server, Some(environment))
+        }
+        _ => (server, None),
+    }
+}
 
 /// How often a process looks for registry changes made by another.
 const SYNC_EVERY: Duration = Duration::from_secs(1);
@@ -33,6 +46,7 @@ impl ResourceService {
         let stored = self.registry.servers().await.map_err(store_failed)?;
         let wanted: HashSet<ServerName> = stored.iter().map(|s| s.name().clone()).collect();
         for settings in stored {
+            let settings = self.seal_legacy_env(settings).await;
             if self.upstreams.by_name(settings.name()).is_ok() {
                 continue;
             }
@@ -49,6 +63,32 @@ impl ResourceService {
         }
         self.saw(generation);
         Ok(())
+    }
+
+    /// A row written before environments went into the vault: its environment is sealed and
+    /// the row saved without it. If that fails the server keeps its environment for now.
+    async fn seal_legacy_env(&self, settings: ServerSettings) -> ServerSettings {
+        let (stripped, environment) = without_env(settings.clone());
+        let Some(environment) = environment else {
+            return settings;
+        };
+        let moved = async {
+            self.vault.put(&stripped.spec, &environment).await?;
+            self.registry
+                .save(&stripped, self.clock.now())
+                .await
+                .map_err(store_failed)
+        };
+        match moved.await {
+            Ok(_) => {
+                tracing::info!(server = %stripped.name(), "moved a registered server's environment into the vault");
+                stripped
+            }
+            Err(e) => {
+                tracing::warn!(server = %stripped.name(), "its environment stays in the registry for now: {}", e.message());
+                settings
+            }
+        }
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, RegistrySeen> {
@@ -133,11 +173,23 @@ impl ResourceService {
         key: Option<IdempotencyKey>,
     ) -> Result<ServerStatus, Error> {
         self.check_agent_may_register(requester, Some(&server.spec.endpoint))?;
-        let payload = Payload::of(&server)?;
+        // A stdio server's environment goes into the vault, never into the registry's rows (nor
+        // into the idempotency payload, which names the variables only).
+        let (server, environment) = without_env(server);
+        let payload = Payload::of(&json!({
+            "server": server,
+            "env": environment.as_ref().map(|e| e.env().into_iter().map(|(k, _)| k).collect::<Vec<_>>()),
+        }))?;
         self.idempotency
             .once("add_mcp_server", key, payload, || async {
                 self.sync_registry().await;
                 let upstream = self.upstreams.insert(server.clone())?;
+                if let Some(environment) = &environment
+                    && let Err(e) = self.vault.put(&server.spec, environment).await
+                {
+                    self.upstreams.take(upstream.name());
+                    return Err(e);
+                }
                 match self.registry.save(&server, self.clock.now()).await {
                     Ok(generation) => self.saw(generation),
                     Err(e) => {
@@ -176,6 +228,10 @@ impl ResourceService {
                     self.saw(generation);
                 }
                 let purged_contents = self.cache.purge(Some(name.clone())).await;
+                // Its credential or environment goes with it.
+                if let Err(e) = self.vault.remove(&name).await {
+                    tracing::error!(server = %name, "its stored credential could not be removed: {}", e.message());
+                }
                 self.retire(&name).await;
                 tracing::info!(server = %name, "server unregistered");
                 Ok(RemovedServer {
