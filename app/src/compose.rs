@@ -125,6 +125,9 @@ pub async fn serve_stdio(
     let service = build(settings).await?;
     // Credentials the configured key cannot open would fail every connection: refuse now.
     service.check_vault().await?;
+    for server in settings.servers.iter().filter(|s| s.spec.tls.allow_tls12) {
+        tracing::warn!(server = %server.name(), "accepts TLS 1.2 (tls_min_version = \"1.2\"); every other server needs TLS 1.3");
+    }
     service.start_supervision();
     tracing::info!(
         servers = settings.servers.len(),

@@ -319,6 +319,8 @@ fn server_settings(name: &str, s: ServerSection) -> Result<ServerSettings, Error
         pool_size: s.pool_size,
         protected: s.protected,
         protected_uris: s.protected_uris,
+        tls_ca_file: s.tls_ca_file,
+        tls_min_version: s.tls_min_version,
     }
     .into_settings(&|field: &str| match field {
         "name" => format!("servers.{name}"),

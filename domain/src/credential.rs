@@ -85,6 +85,8 @@ pub enum AuthType {
     ApiKey,
     /// `Authorization: Bearer <token>`.
     BearerToken,
+    /// A client certificate presented in the TLS handshake (mutual TLS).
+    Certificate,
     /// The secret environment of a stdio server registered at runtime (kept out of the
     /// registry's rows). Not a type agents configure: it comes with the registration.
     Environment,
@@ -92,22 +94,28 @@ pub enum AuthType {
 
 impl AuthType {
     /// Every type this build accepts.
-    pub const ALL: [Self; 2] = [Self::ApiKey, Self::BearerToken];
+    pub const ALL: [Self; 3] = [Self::ApiKey, Self::BearerToken, Self::Certificate];
 
     /// The type's name on the wire (`api_key`, `bearer_token`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ApiKey => "api_key",
             Self::BearerToken => "bearer_token",
+            Self::Certificate => "certificate",
             Self::Environment => "environment",
         }
     }
 
     /// Parses a type a store recorded (any type, [`Self::Environment`] included).
     pub fn from_stored(name: &str) -> Option<Self> {
-        [Self::ApiKey, Self::BearerToken, Self::Environment]
-            .into_iter()
-            .find(|t| t.as_str() == name)
+        [
+            Self::ApiKey,
+            Self::BearerToken,
+            Self::Certificate,
+            Self::Environment,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == name)
     }
 
     /// Parses a name from the wire.
@@ -144,6 +152,13 @@ pub enum UpstreamAuth {
         /// The token.
         token: Secret,
     },
+    /// A client certificate and its private key (PEM), for mutual TLS.
+    ClientCertificate {
+        /// The certificate chain, leaf first.
+        certificate: String,
+        /// The private key.
+        private_key: Secret,
+    },
     /// Environment variables given to a stdio server's process.
     Environment(std::collections::BTreeMap<String, Secret>),
 }
@@ -157,6 +172,7 @@ impl UpstreamAuth {
         let allowed: &[&str] = match kind {
             AuthType::ApiKey => &["key", "header"],
             AuthType::BearerToken => &["token"],
+            AuthType::Certificate => &["certificate", "private_key"],
             // Not in `AuthType::ALL`: never parsed from a name.
             AuthType::Environment => &[],
         };
@@ -196,6 +212,19 @@ impl UpstreamAuth {
             AuthType::BearerToken => Ok(Self::Bearer {
                 token: required("token")?,
             }),
+            AuthType::Certificate => {
+                let pem = |field: &str, marker: &str| -> Result<String, Error> {
+                    let value = text(field)?.ok_or_else(|| {
+                        Error::invalid(format!("{kind} credentials need credentials.{field}"))
+                    })?;
+                    check_pem(field, &value, marker)?;
+                    Ok(value)
+                };
+                Ok(Self::ClientCertificate {
+                    certificate: pem("certificate", "CERTIFICATE-----")?,
+                    private_key: Secret(Zeroizing::new(pem("private_key", "PRIVATE KEY-----")?)),
+                })
+            }
             AuthType::Environment => Ok(Self::Environment(std::collections::BTreeMap::new())),
         }
     }
@@ -214,6 +243,7 @@ impl UpstreamAuth {
         match self {
             Self::ApiKey { .. } => AuthType::ApiKey,
             Self::Bearer { .. } => AuthType::BearerToken,
+            Self::ClientCertificate { .. } => AuthType::Certificate,
             Self::Environment(_) => AuthType::Environment,
         }
     }
@@ -234,7 +264,7 @@ impl UpstreamAuth {
                 "Authorization".to_owned(),
                 Secret(Zeroizing::new(format!("Bearer {}", token.expose()))),
             )],
-            Self::Environment(_) => Vec::new(),
+            Self::ClientCertificate { .. } | Self::Environment(_) => Vec::new(),
         }
     }
 
@@ -243,6 +273,10 @@ impl UpstreamAuth {
         let mut value = match self {
             Self::ApiKey { header, key } => json!({"header": header, "key": key.expose()}),
             Self::Bearer { token } => json!({"token": token.expose()}),
+            Self::ClientCertificate {
+                certificate,
+                private_key,
+            } => json!({"certificate": certificate, "private_key": private_key.expose()}),
             Self::Environment(env) => {
                 let env: Map<String, Value> = env
                     .iter()
@@ -311,6 +345,31 @@ fn wipe(value: &mut Value) {
         Value::Object(map) => map.values_mut().for_each(wipe),
         _ => {}
     }
+}
+
+/// The longest PEM accepted (a certificate chain, a private key).
+const MAX_PEM_LEN: usize = 64 * 1024;
+
+/// A PEM text of `field`: bounded, ASCII, with a block whose BEGIN line ends in `marker`. Whether
+/// it parses and the key matches the certificate is the TLS library's to say (at the connection).
+fn check_pem(field: &str, value: &str, marker: &str) -> Result<(), Error> {
+    if value.len() > MAX_PEM_LEN {
+        return Err(Error::invalid(format!(
+            "credentials.{field} is longer than {MAX_PEM_LEN} bytes"
+        )));
+    }
+    let ascii = value
+        .bytes()
+        .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace());
+    let begins = value
+        .lines()
+        .any(|l| l.trim().starts_with("-----BEGIN ") && l.trim().ends_with(marker));
+    if !ascii || !begins || !value.contains("-----END ") {
+        return Err(Error::invalid(format!(
+            "credentials.{field} must be PEM (a -----BEGIN ...{marker} block)"
+        )));
+    }
+    Ok(())
 }
 
 /// A header name an API key may go in: an HTTP token, bounded, not reserved.

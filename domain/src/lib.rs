@@ -40,7 +40,7 @@ pub use resource::{
     ConnectionStatus, ListResourcesResult, Origin, ReadResourceResult, Resource, ResourceType,
     ResourceVersion, ServerStatus, UpstreamFailure,
 };
-pub use server::{Endpoint, ServerId, ServerName, ServerSpec};
+pub use server::{Endpoint, ServerId, ServerName, ServerSpec, TlsPolicy};
 pub use settings::{ServerDraft, ServerSettings, seconds};
 pub use text::{MAX_MIME_TYPE_LEN, sanitize_label, sanitize_mime_type};
 pub use uri::{ResourceUri, encode_path, has_dot_segment, template_to_gateway};

@@ -187,6 +187,17 @@ pub struct ServerSpec {
     /// At most this many `resources/list` pages are followed (a server that repeats a cursor, or
     /// never stops, cannot hang a listing).
     pub max_pages: u32,
+    /// How an HTTPS connection to it is made.
+    pub tls: TlsPolicy,
+}
+
+/// How Quarry speaks TLS to one HTTPS server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TlsPolicy {
+    /// A PEM file of CA certificates to trust for it instead of the system's (a private CA).
+    pub ca_file: Option<String>,
+    /// Accept TLS 1.2 from it (the default demands 1.3).
+    pub allow_tls12: bool,
 }
 
 impl ServerSpec {
@@ -204,6 +215,7 @@ impl ServerSpec {
             endpoint,
             timeout: Self::DEFAULT_TIMEOUT,
             max_pages: Self::DEFAULT_MAX_PAGES,
+            tls: TlsPolicy::default(),
         }
     }
 }

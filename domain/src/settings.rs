@@ -76,6 +76,10 @@ pub struct ServerDraft {
     pub protected: bool,
     /// Upstream URIs (or prefixes ending in `*`) that are protected.
     pub protected_uris: Vec<String>,
+    /// A PEM file of CA certificates to trust for this HTTPS server.
+    pub tls_ca_file: Option<String>,
+    /// The oldest TLS version accepted: `"1.3"` (the default) or `"1.2"`.
+    pub tls_min_version: Option<String>,
 }
 
 impl ServerDraft {
@@ -195,6 +199,34 @@ impl ServerDraft {
             }
         };
         let protection = Protection::declare(self.protected, self.protected_uris, field)?;
+        let is_http = matches!(spec.endpoint, Endpoint::Http { .. });
+        if !is_http && (self.tls_ca_file.is_some() || self.tls_min_version.is_some()) {
+            return Err(Error::invalid(format!(
+                "{} and {} apply to HTTPS servers, not stdio ones",
+                field("tls_ca_file"),
+                field("tls_min_version")
+            )));
+        }
+        spec.tls.allow_tls12 = match self.tls_min_version.as_deref() {
+            None | Some("1.3") => false,
+            Some("1.2") => true,
+            Some(other) => {
+                return Err(Error::invalid(format!(
+                    "{} must be \"1.3\" or \"1.2\", got {:?}",
+                    field("tls_min_version"),
+                    other.chars().take(16).collect::<String>()
+                )));
+            }
+        };
+        if let Some(file) = self.tls_ca_file {
+            if file.is_empty() || file.len() > 4096 {
+                return Err(Error::invalid(format!(
+                    "{} must name a file",
+                    field("tls_ca_file")
+                )));
+            }
+            spec.tls.ca_file = Some(file);
+        }
         if protection != Protection::Nothing && matches!(spec.endpoint, Endpoint::Stdio { .. }) {
             return Err(Error::invalid(format!(
                 "{} applies to HTTP servers, whose credentials Quarry keeps; a stdio server \

@@ -17,6 +17,10 @@ pub enum UpstreamError {
     /// No answer within the deadline.
     #[error("timed out after {0} ms")]
     Timeout(u64),
+    /// A TLS connection cannot be made as configured (a TLS version the server does not speak,
+    /// a certificate not trusted, an unreadable CA file): retrying does not help.
+    #[error("cannot connect over TLS: {0}")]
+    Tls(String),
     /// The server refused Quarry's credentials (or demands some and none are configured), or the
     /// stored credential cannot be opened. The server is up: this counts toward no circuit.
     #[error("authentication failed: {0}")]
@@ -57,7 +61,7 @@ impl UpstreamError {
     /// The caller-facing error for a failure on `server`.
     pub fn into_error(self, server: &str) -> Error {
         let code = match &self {
-            Self::Unreachable(_) | Self::CircuitOpen(_) => ErrorCode::E003,
+            Self::Unreachable(_) | Self::CircuitOpen(_) | Self::Tls(_) => ErrorCode::E003,
             Self::Timeout(_) => ErrorCode::E009,
             Self::Unauthorized(_) => ErrorCode::E005,
             Self::NotFound(_) => ErrorCode::E002,
@@ -188,4 +192,13 @@ pub trait UpstreamConnector: Send + Sync + std::fmt::Debug {
         auth: Option<&'a UpstreamAuth>,
         observer: Arc<dyn UpstreamObserver>,
     ) -> Result<Arc<dyn UpstreamSession>, UpstreamError>;
+
+    /// Checks what a credential holds beyond its shape before it is stored (a client
+    /// certificate and key that parse and match). Most credentials have nothing more to check.
+    ///
+    /// # Errors
+    /// [`UpstreamError::Unauthorized`] saying what is wrong (never the secret).
+    fn check_auth(&self, _auth: &UpstreamAuth) -> Result<(), UpstreamError> {
+        Ok(())
+    }
 }

@@ -46,7 +46,7 @@ mod content;
 mod serve;
 
 pub use content::{SNOW, big_text, blob_bytes, counter_text, hello_text, item_text, sized_text};
-pub use serve::{HttpFixture, program, serve_http, serve_stdio};
+pub use serve::{HttpFixture, program, serve_http, serve_https, serve_stdio};
 
 /// How a fixture server behaves.
 #[derive(Debug, Clone, clap::Args)]

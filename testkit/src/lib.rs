@@ -12,3 +12,4 @@ pub mod fixture;
 pub mod hostile;
 pub mod peers;
 pub mod procs;
+pub mod tls;

@@ -52,11 +52,7 @@ impl RmcpConnector {
     pub fn new(max_content_bytes: u64) -> Result<Self, String> {
         // One crypto library for the whole process: rustls over ring. Installing twice is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            // Credentials go in headers: a redirect (to another origin, say) is never followed.
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(10))
-            .pool_idle_timeout(Duration::from_secs(90))
+        let http = http_client()
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Ok(Self {
@@ -70,6 +66,85 @@ impl RmcpConnector {
     fn max_message_bytes(&self) -> usize {
         let encoded = self.max_content_bytes.saturating_mul(4) / 3 + 64 * 1024;
         usize::try_from(encoded).unwrap_or(usize::MAX)
+    }
+}
+
+/// The HTTP client every upstream connection starts from: TLS 1.3 at least, no redirects
+/// (credentials go in headers, and must not follow one to another origin).
+fn http_client() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(10))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tls_version_min(reqwest::tls::Version::TLS_1_3)
+}
+
+/// A client certificate and key as reqwest takes them; errors say what is wrong, never a value.
+fn identity(certificate: &str, private_key: &str) -> Result<reqwest::Identity, UpstreamError> {
+    let pem = zeroize::Zeroizing::new(format!("{certificate}\n{private_key}\n"));
+    let refused = || {
+        UpstreamError::Unauthorized(
+            "the client certificate or its private key does not parse, or they do not belong together"
+                .into(),
+        )
+    };
+    let identity = reqwest::Identity::from_pem(pem.as_bytes()).map_err(|_| refused())?;
+    // Building a client with it is what checks that the key is the certificate's.
+    http_client()
+        .identity(identity.clone())
+        .build()
+        .map_err(|_| refused())?;
+    Ok(identity)
+}
+
+impl RmcpConnector {
+    /// The client for one server: the shared one, or one of its own where it has a client
+    /// certificate, a private CA or allows TLS 1.2.
+    fn client_for(
+        &self,
+        spec: &ServerSpec,
+        auth: Option<&UpstreamAuth>,
+    ) -> Result<reqwest::Client, UpstreamError> {
+        let certificate = match auth {
+            Some(UpstreamAuth::ClientCertificate {
+                certificate,
+                private_key,
+            }) => Some(identity(certificate, private_key.expose())?),
+            _ => None,
+        };
+        if certificate.is_none() && spec.tls == quarry_domain::TlsPolicy::default() {
+            return Ok(self.http.clone());
+        }
+        let mut builder = http_client();
+        if spec.tls.allow_tls12 {
+            builder = builder.tls_version_min(reqwest::tls::Version::TLS_1_2);
+        }
+        if let Some(file) = &spec.tls.ca_file {
+            let unusable = |why: String| {
+                UpstreamError::Tls(format!(
+                    "the CA file {} of '{}' {why}",
+                    sanitize_label(file),
+                    spec.name
+                ))
+            };
+            let pem = std::fs::read(file).map_err(|e| unusable(format!("cannot be read: {e}")))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|_| unusable("holds no PEM certificate".into()))?;
+            if certs.is_empty() {
+                return Err(unusable("holds no PEM certificate".into()));
+            }
+            builder = builder.tls_certs_only(certs);
+        }
+        if let Some(identity) = certificate {
+            builder = builder.identity(identity);
+        }
+        builder.build().map_err(|e| {
+            UpstreamError::Unreachable(format!(
+                "cannot build the HTTPS client for '{}': {}",
+                spec.name,
+                sanitize_label(&e.to_string())
+            ))
+        })
     }
 }
 
@@ -138,6 +213,16 @@ fn forward_stderr(server: String, child: &mut Child) {
 
 #[async_trait]
 impl UpstreamConnector for RmcpConnector {
+    fn check_auth(&self, auth: &UpstreamAuth) -> Result<(), UpstreamError> {
+        match auth {
+            UpstreamAuth::ClientCertificate {
+                certificate,
+                private_key,
+            } => identity(certificate, private_key.expose()).map(|_| ()),
+            _ => Ok(()),
+        }
+    }
+
     async fn connect<'a>(
         &self,
         spec: &ServerSpec,
@@ -197,7 +282,7 @@ impl UpstreamConnector for RmcpConnector {
                     .reinit_on_expired_session(true)
                     .custom_headers(auth_headers(auth)?);
                 config.retry_config = Arc::new(retry);
-                let http = GuardedHttp::new(self.http.clone());
+                let http = GuardedHttp::new(self.client_for(spec, auth)?);
                 let refused = http.refusals();
                 let transport =
                     Correlated::new(StreamableHttpClientTransport::with_client(http, config));
@@ -206,6 +291,12 @@ impl UpstreamConnector for RmcpConnector {
                     .await
                     .map_err(|_| UpstreamError::Timeout(timeout_ms))?
                     .map_err(|e| match refused.last() {
+                        None if refused.tls().is_some() => UpstreamError::Tls(format!(
+                            "'{}' at {}: {}",
+                            spec.name,
+                            sanitize_label(url),
+                            refused.tls().unwrap_or_default()
+                        )),
                         Some(why) => UpstreamError::Unauthorized(format!(
                             "'{}' at {} refused the connection: {why}{}",
                             spec.name,

@@ -55,12 +55,19 @@ pub enum AuthAction {
 pub struct ConfigureArgs {
     /// The server's name.
     pub server: String,
-    /// api_key (sent in a header) or bearer_token (sent as Authorization: Bearer).
+    /// api_key (sent in a header), bearer_token (sent as Authorization: Bearer), or certificate
+    /// (a client certificate for mutual TLS, from --cert-file and --key-file).
     #[arg(long = "type", value_name = "TYPE")]
     pub auth_type: String,
     /// For api_key: the header to send it in (default X-API-Key).
     #[arg(long)]
     pub header: Option<String>,
+    /// For certificate: the client certificate (PEM, leaf first).
+    #[arg(long, value_name = "FILE")]
+    pub cert_file: Option<std::path::PathBuf>,
+    /// For certificate: its private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<std::path::PathBuf>,
     /// Read the secret from this environment variable instead of stdin.
     #[arg(long, value_name = "VAR")]
     pub from_env: Option<String>,
@@ -123,8 +130,30 @@ fn summary(result: &AuthResult) -> String {
     }
 }
 
-/// The credential the flags describe, with its secret from the environment or stdin.
+/// The credential the flags describe, with its secret from the environment or stdin (or, for
+/// a certificate, from its files).
 fn credential(c: &ConfigureArgs) -> Result<UpstreamAuth, Error> {
+    if c.auth_type == "certificate" {
+        let read = |flag: &str, path: &Option<std::path::PathBuf>| -> Result<String, Error> {
+            let path = path
+                .as_ref()
+                .ok_or_else(|| Error::invalid(format!("--type certificate needs {flag}")))?;
+            std::fs::read_to_string(path)
+                .map_err(|e| Error::invalid(format!("{flag} {}: {e}", path.display())))
+        };
+        let mut fields = Map::new();
+        fields.insert(
+            "certificate".into(),
+            Value::String(read("--cert-file", &c.cert_file)?),
+        );
+        let key = Zeroizing::new(read("--key-file", &c.key_file)?);
+        fields.insert("private_key".into(), Value::String(key.as_str().to_owned()));
+        let parsed = UpstreamAuth::parse(&c.auth_type, &fields);
+        if let Some(Value::String(s)) = fields.get_mut("private_key") {
+            zeroize::Zeroize::zeroize(s);
+        }
+        return parsed;
+    }
     let secret = match &c.from_env {
         Some(var) => Zeroizing::new(std::env::var(var).map_err(|_| {
             Error::invalid(format!(

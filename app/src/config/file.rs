@@ -111,6 +111,8 @@ pub(super) struct ServerSection {
     pub(super) protected: bool,
     #[serde(default)]
     pub(super) protected_uris: Vec<String>,
+    pub(super) tls_ca_file: Option<String>,
+    pub(super) tls_min_version: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -16,4 +16,5 @@ mod registry;
 mod serve;
 mod supervision;
 mod support;
+mod tls;
 mod wire;

@@ -28,7 +28,7 @@ impl ResourceService {
         // secret replays the first result.
         let header = match &auth {
             UpstreamAuth::ApiKey { header, .. } => Some(header.clone()),
-            UpstreamAuth::Bearer { .. } | UpstreamAuth::Environment(_) => None,
+            _ => None,
         };
         let payload = Payload::of(&json!({
             "server": server,
@@ -46,6 +46,9 @@ impl ResourceService {
                          credentials are sent to HTTP servers"
                     )));
                 }
+                upstream
+                    .check_auth(&auth)
+                    .map_err(|e| Error::invalid(format!("credentials: {e}")))?;
                 self.vault.put(&upstream.settings.spec, &auth).await?;
                 upstream.credential_changed().await;
                 tracing::info!(server = %server, auth_type = %auth.auth_type(), "credential configured");

@@ -89,7 +89,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn is_server_failure(e: &UpstreamError) -> bool {
     matches!(
         e,
-        UpstreamError::Unreachable(_) | UpstreamError::Timeout(_) | UpstreamError::Protocol(_)
+        UpstreamError::Unreachable(_)
+            | UpstreamError::Timeout(_)
+            | UpstreamError::Protocol(_)
+            | UpstreamError::Tls(_)
     )
 }
 

@@ -28,19 +28,22 @@ pub(super) fn configure_auth_tool() -> Tool {
         name: CONFIGURE_AUTH_TOOL,
         title: "McpAuthConfigureTool",
         description: "Give Quarry the credential for an upstream HTTP server: an API key (sent in a \
-         header, X-API-Key unless named) or a bearer token. It is validated, encrypted at rest and \
+         header, X-API-Key unless named), a bearer token, or a client certificate and key (PEM) for \
+         mutual TLS. It is validated, encrypted at rest and \
          never shown again; new connections carry it. By default the connection is tested at once.",
         request: "ConfigureAuthRequest",
         input: json!({
             "server": {"type": "string", "pattern": SERVER_NAME},
-            "auth_type": {"type": "string", "enum": ["api_key", "bearer_token"]},
+            "auth_type": {"type": "string", "enum": ["api_key", "bearer_token", "certificate"]},
             "credentials": {
                 "type": "object",
-                "description": "api_key: {key, header?}; bearer_token: {token}",
+                "description": "api_key: {key, header?}; bearer_token: {token}; certificate: {certificate, private_key} (PEM)",
                 "properties": {
                     "key": {"type": "string", "minLength": 1, "maxLength": 8192},
                     "header": {"type": "string", "minLength": 1, "maxLength": 64},
-                    "token": {"type": "string", "minLength": 1, "maxLength": 8192}
+                    "token": {"type": "string", "minLength": 1, "maxLength": 8192},
+                    "certificate": {"type": "string", "minLength": 1, "maxLength": 65536},
+                    "private_key": {"type": "string", "minLength": 1, "maxLength": 65536}
                 },
                 "additionalProperties": false
             },

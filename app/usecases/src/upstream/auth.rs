@@ -8,6 +8,14 @@ use quarry_ports::{UpstreamError, UpstreamObserver, UpstreamSession};
 use super::{Upstream, lock};
 
 impl Upstream {
+    /// What the connector says of `auth` beyond its shape (a certificate and key that match).
+    pub(crate) fn check_auth(
+        &self,
+        auth: &quarry_domain::UpstreamAuth,
+    ) -> Result<(), UpstreamError> {
+        self.wiring.connector.check_auth(auth)
+    }
+
     /// Requests to this server in flight now.
     pub(crate) async fn in_flight(&self) -> usize {
         self.pool.in_flight().await
