@@ -35,6 +35,9 @@ use rmcp::{
 };
 use sse_stream::Sse;
 
+mod events;
+mod post;
+
 use quarry_domain::sanitize_label;
 
 use crate::answers::{EDGE, id_of, too_large, unauthorized, unparsable};
@@ -189,17 +192,16 @@ impl StreamableHttpClient for GuardedHttp {
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let (id, handshake) = (request_id(&message), is_initialize(&message));
         let limit = limits.max_sse_event_size;
-        let response = self
-            .inner
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
-            .await;
+        let response = post::post(
+            &self.inner,
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
+        .await;
         self.guard(id, handshake, limit, response)
     }
 
@@ -420,7 +422,8 @@ impl Stream for Answers {
     }
 }
 
-/// rmcp's bound on one event (its error type is private; its message is not).
+/// An event over the bound (ours, on a POST's events; or rmcp's, whose error type is private but
+/// whose message is not).
 fn is_over_bound(error: &SseError) -> bool {
     matches!(error, SseError::Body(e) if e.to_string().contains("exceeded the maximum size"))
 }
