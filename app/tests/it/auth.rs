@@ -45,16 +45,22 @@ async fn gateway(dir: &Path, config: &str) -> Client {
     ClientConfig::default().serve(transport).await.unwrap()
 }
 
-/// `quarry auth ARGS` in `dir`, the secret (if any) in the environment variable SECRET.
-fn quarry_auth(dir: &Path, args: &[&str], secret: Option<&str>) -> (i32, String, String) {
+/// `quarry ARGS` in `dir`, with the configuration and store of `dir` and the key file beside
+/// the store (more arguments can follow).
+fn quarry(dir: &Path, args: &[&str]) -> std::process::Command {
     let mut cmd = std::process::Command::new(QUARRY);
-    cmd.arg("auth")
-        .args(args)
-        .arg("--config")
-        .arg(dir.join("quarry.toml"))
+    cmd.args(args)
+        .env("QUARRY_CONFIG", dir.join("quarry.toml"))
         .current_dir(dir)
         .env_remove("QUARRY_VAULT_KEY")
         .env("QUARRY_STORE_PATH", dir.join("quarry.db"));
+    cmd
+}
+
+/// `quarry auth ARGS` in `dir`, the secret (if any) in the environment variable SECRET.
+fn quarry_auth(dir: &Path, args: &[&str], secret: Option<&str>) -> (i32, String, String) {
+    let mut cmd = quarry(dir, &["auth"]);
+    cmd.args(args);
     if let Some(secret) = secret {
         cmd.env("SECRET", secret);
     }
@@ -288,12 +294,7 @@ async fn uc_7_a_credential_under_another_vault_key_is_a_clear_refusal() {
     assert!(stderr.contains("sealed with key"), "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(10));
     // A gateway refuses to start rather than serve with credentials it cannot open.
-    let serve = std::process::Command::new(QUARRY)
-        .args(["serve", "--config"])
-        .arg(dir.path().join("quarry.toml"))
-        .current_dir(dir.path())
-        .env_remove("QUARRY_VAULT_KEY")
-        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
+    let serve = quarry(dir.path(), &["serve"])
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -332,12 +333,7 @@ async fn uc_8_the_vault_key_rotates_while_a_gateway_serves() {
     let client = gateway(dir.path(), &config).await;
     call(&client, "read_mcp_resource", json!({"resource_uri": NOTE})).await;
 
-    let rotate = std::process::Command::new(QUARRY)
-        .args(["vault", "rotate", "--json", "--config"])
-        .arg(dir.path().join("quarry.toml"))
-        .current_dir(dir.path())
-        .env_remove("QUARRY_VAULT_KEY")
-        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
+    let rotate = quarry(dir.path(), &["vault", "rotate", "--json"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&rotate.stdout);
@@ -450,18 +446,15 @@ async fn uc_9_a_registered_stdio_servers_environment_is_kept_in_the_vault() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("quarry.toml"), "").unwrap();
     let marker = format!("env-vaulted-{}", std::process::id());
-    let add = std::process::Command::new(QUARRY)
-        .args(["servers", "add", "tools", "--command", QUARRY])
-        .args(["--arg", "fixture", "--arg", "--name", "--arg", &marker])
-        .arg("--env")
-        .arg(format!("TOOLS_TOKEN={SECRET_VALUE}"))
-        .arg("--config")
-        .arg(dir.path().join("quarry.toml"))
-        .current_dir(dir.path())
-        .env_remove("QUARRY_VAULT_KEY")
-        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
-        .output()
-        .unwrap();
+    let add = quarry(
+        dir.path(),
+        &["servers", "add", "tools", "--command", QUARRY],
+    )
+    .args(["--arg", "fixture", "--arg", "--name", "--arg", &marker])
+    .arg("--env")
+    .arg(format!("TOOLS_TOKEN={SECRET_VALUE}"))
+    .output()
+    .unwrap();
     assert!(
         add.status.success(),
         "{}",

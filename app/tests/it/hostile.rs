@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::{
     supervision::gateway_pid,
-    support::{call, call_error, gateway, stdio_fixture},
+    support::{Client, call, call_error, gateway, stdio_fixture},
 };
 
 // traces: RC-6 — a response with an id nobody asked for, sent during the handshake, is dropped:
@@ -144,25 +144,27 @@ async fn rc_7_malformed_listing_entries_are_skipped_and_counted() {
 // limit: the message is cut as it arrives, and what was kept of it is given back.
 #[tokio::test(flavor = "multi_thread")]
 async fn rc_4_over_limit_content_is_refused_at_once_within_twice_the_limit() {
-    const LIMIT: u64 = 4 * 1024 * 1024;
     let dir = tempfile::tempdir().unwrap();
     // The hostile server makes a text of any size at once, so the time measured is Quarry's.
     let config = server_section("hostile", &[], "") + "[security]\nmax_resource_size_mb = 4\n";
     let client = gateway(dir.path(), &config).await;
-    let quarry = gateway_pid(dir.path());
-    call(
-        &client,
-        "read_mcp_resource",
-        json!({"resource_uri": "mcp://hostile/hostile_3A//one"}),
-    )
-    .await;
+    refuses_over_limit_content(&client, gateway_pid(dir.path()), 4 * 1024 * 1024).await;
+    client.cancel().await.unwrap();
+}
+
+/// Reads `hostile://sized/N` just over the transport's bound and four times the limit (`limit`
+/// bytes, the configured `max_resource_size_mb`): each is E008 in under a second, the server
+/// then still serves, and the gateway's peak memory grows by less than twice the limit.
+pub(crate) async fn refuses_over_limit_content(client: &Client, quarry: u32, limit: u64) {
+    let one = json!({"resource_uri": "mcp://hostile/hostile_3A//one", "use_cache": false});
+    call(client, "read_mcp_resource", one.clone()).await;
     let before = quarry_testkit::procs::peak_rss_bytes(quarry);
     // The transport's bound is 4/3 of the limit (base64) plus 64 KiB.
-    let just_over_the_bound = LIMIT * 4 / 3 + 128 * 1024;
-    for size in [just_over_the_bound, 16 * 1024 * 1024] {
+    let just_over_the_bound = limit * 4 / 3 + 128 * 1024;
+    for size in [just_over_the_bound, 4 * limit] {
         let started = Instant::now();
         let (code, message) = call_error(
-            &client,
+            client,
             "read_mcp_resource",
             json!({"resource_uri": format!("mcp://hostile/hostile_3A//sized/{size}")}),
         )
@@ -173,11 +175,14 @@ async fn rc_4_over_limit_content_is_refused_at_once_within_twice_the_limit() {
             "{size}: {:?}",
             started.elapsed()
         );
+        assert_eq!(
+            call(client, "read_mcp_resource", one.clone()).await["content"],
+            "one"
+        );
     }
     let growth = quarry_testkit::procs::peak_rss_bytes(quarry).saturating_sub(before);
     assert!(
-        growth < 2 * LIMIT,
-        "peak memory grew by {growth} bytes for a {LIMIT}-byte limit"
+        growth < 2 * limit,
+        "peak memory grew by {growth} bytes for a {limit}-byte limit"
     );
-    client.cancel().await.unwrap();
 }
