@@ -126,6 +126,7 @@ pub(crate) fn servers(out: &mut impl Write, servers: &[ServerStatus]) -> io::Res
                 s.server_id.to_string(),
                 s.endpoint.clone(),
                 s.status.as_str().to_owned(),
+                if s.authenticated { "yes" } else { "no" }.to_owned(),
                 s.resource_count.to_string(),
                 s.last_error.clone().unwrap_or_default(),
             ]
@@ -138,6 +139,7 @@ pub(crate) fn servers(out: &mut impl Write, servers: &[ServerStatus]) -> io::Res
             "ID",
             "ENDPOINT",
             "STATUS",
+            "AUTHENTICATED",
             "RESOURCES",
             "LAST ERROR",
         ],

@@ -154,6 +154,12 @@ async fn uc_9_an_api_key_reaches_the_upstream_and_is_written_nowhere_in_plaintex
 
     let (code, stdout, _) = quarry_auth(dir.path(), &["test", "notes", "--json"], None);
     assert_eq!(code, 0, "{stdout}");
+    let servers = quarry(dir.path(), &["servers"]).output().unwrap();
+    let table = String::from_utf8_lossy(&servers.stdout).into_owned();
+    let header = table.lines().next().unwrap_or_default();
+    let row = table.lines().nth(1).unwrap_or_default();
+    let column = header.find("AUTHENTICATED").expect("an AUTHENTICATED column");
+    assert!(row[column..].starts_with("yes"), "{table}");
     let results = [
         read.to_string(),
         listing.to_string(),
