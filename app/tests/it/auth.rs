@@ -158,7 +158,9 @@ async fn uc_9_an_api_key_reaches_the_upstream_and_is_written_nowhere_in_plaintex
     let table = String::from_utf8_lossy(&servers.stdout).into_owned();
     let header = table.lines().next().unwrap_or_default();
     let row = table.lines().nth(1).unwrap_or_default();
-    let column = header.find("AUTHENTICATED").expect("an AUTHENTICATED column");
+    let column = header
+        .find("AUTHENTICATED")
+        .expect("an AUTHENTICATED column");
     assert!(row[column..].starts_with("yes"), "{table}");
     let results = [
         read.to_string(),
@@ -484,4 +486,102 @@ async fn uc_9_a_registered_stdio_servers_environment_is_kept_in_the_vault() {
     );
     client.cancel().await.unwrap();
     assert_nowhere(dir.path(), SECRET_VALUE, &[listing.to_string()]);
+}
+
+// traces: UC-8 — a rotation killed (SIGKILL) after its new key is written but before every
+// credential is re-wrapped loses nothing: the credentials still open under the old key (a
+// gateway starts, which it does only when all of them open, and reads), and running the rotation
+// again finishes it under the new key alone. The store is held locked by another writer so the
+// rotation is caught in exactly that state.
+#[tokio::test(flavor = "multi_thread")]
+async fn uc_8_a_rotation_killed_before_it_finishes_loses_no_credential() {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let notes = demanding(&format!("X-API-Key={KEY}")).await;
+    let config = http_server("notes", &notes.url) + &http_server("wiki", &notes.url);
+    std::fs::write(dir.path().join("quarry.toml"), &config).unwrap();
+    for server in ["notes", "wiki"] {
+        let (code, out, err) = quarry_auth(
+            dir.path(),
+            &[
+                "configure",
+                server,
+                "--type",
+                "api_key",
+                "--from-env",
+                "SECRET",
+                "--no-test",
+            ],
+            Some(KEY),
+        );
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    let key_file = dir.path().join("vault.key");
+    let old_key = std::fs::read_to_string(&key_file).unwrap();
+
+    // Another writer holds the store: the rotation adds its key, then waits for the lock.
+    let mut holder = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3,sys\ncon=sqlite3.connect(sys.argv[1],isolation_level=None)\ncon.execute('BEGIN IMMEDIATE')\nprint('locked',flush=True)\nsys.stdin.read()")
+        .arg(dir.path().join("quarry.db"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut locked = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut locked)
+        .unwrap();
+    assert_eq!(locked.trim(), "locked");
+    let mut rotation = quarry(dir.path(), &["vault", "rotate"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(&key_file).unwrap().lines().count() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "the rotation never added its key"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    rotation.kill().unwrap();
+    rotation.wait().unwrap();
+    holder.stdin.take().unwrap().write_all(b"").unwrap();
+    holder.wait().unwrap();
+    let keys = std::fs::read_to_string(&key_file).unwrap();
+    assert_eq!(
+        keys.lines().count(),
+        2,
+        "killed with the new key first and the old one kept"
+    );
+    assert!(keys.ends_with(&old_key), "{keys}");
+
+    let client = gateway(dir.path(), &config).await;
+    let read = call(&client, "read_mcp_resource", json!({"resource_uri": NOTE})).await;
+    assert_eq!(read["content"], "Hello from notes!\n");
+    client.cancel().await.unwrap();
+
+    let again = quarry(dir.path(), &["vault", "rotate", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(
+        (report["total"].as_u64(), report["rewrapped"].as_u64()),
+        (Some(2), Some(2)),
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&key_file).unwrap().lines().count(),
+        1
+    );
+    for server in ["notes", "wiki"] {
+        let (code, out, err) = quarry_auth(dir.path(), &["test", server], None);
+        assert_eq!(code, 0, "{server}: {out}{err}");
+    }
 }
