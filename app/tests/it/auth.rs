@@ -172,8 +172,9 @@ async fn uc_9_an_api_key_reaches_the_upstream_and_is_written_nowhere_in_plaintex
 }
 
 // traces: REQ-071-040, REQ-071-044, REQ-071-046, REQ-071-045 — through the tools: a wrong bearer
-// token is stored but its test fails with E005 and says so; the right one connects; reads carry
-// it; removing it makes reads E005 again, and removing twice is E001.
+// token is stored but its test fails with E005 and says so; the right one connects (and its
+// idempotency key replays it); reads carry it; removing it makes reads E005 again, and removing
+// twice is E001.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bearer_token_is_configured_tested_and_removed_through_the_tools() {
     let dir = tempfile::tempdir().unwrap();
@@ -205,6 +206,23 @@ async fn a_bearer_token_is_configured_tested_and_removed_through_the_tools() {
     .await;
     assert_eq!(right["connection_status"], "connected", "{right}");
     assert!(right["latency_ms"].is_u64(), "{right}");
+    // The same key and arguments replay the first result; other arguments under it are E010.
+    let replayed = call(
+        &client,
+        "mcp_auth_configure",
+        json!({"server": "notes", "auth_type": "bearer_token", "credentials": {"token": TOKEN},
+               "idempotency_key": "configure-1"}),
+    )
+    .await;
+    assert_eq!(replayed, right, "replayed");
+    let (code, message) = call_error(
+        &client,
+        "mcp_auth_configure",
+        json!({"server": "notes", "auth_type": "api_key", "credentials": {"key": KEY},
+               "idempotency_key": "configure-1"}),
+    )
+    .await;
+    assert_eq!(code, "E010", "{message}");
     let read = call(
         &client,
         "read_mcp_resource",
