@@ -72,6 +72,21 @@ fn quarry_auth(dir: &Path, args: &[&str], secret: Option<&str>) -> (i32, String,
     )
 }
 
+/// Stores `KEY` as the API key of `server` with `quarry auth configure`, without a test.
+fn store_key(dir: &Path, server: &str) {
+    let args = [
+        "configure",
+        server,
+        "--type",
+        "api_key",
+        "--from-env",
+        "SECRET",
+        "--no-test",
+    ];
+    let (code, out, err) = quarry_auth(dir, &args, Some(KEY));
+    assert_eq!(code, 0, "{out}{err}");
+}
+
 /// Every file Quarry wrote in `dir`, as bytes (the store, its WAL and journal, the logs).
 fn written(dir: &Path) -> Vec<(String, Vec<u8>)> {
     std::fs::read_dir(dir)
@@ -295,20 +310,7 @@ async fn uc_7_a_credential_under_another_vault_key_is_a_clear_refusal() {
         http_server("notes", &notes.url),
     )
     .unwrap();
-    let (code, out, err) = quarry_auth(
-        dir.path(),
-        &[
-            "configure",
-            "notes",
-            "--type",
-            "api_key",
-            "--from-env",
-            "SECRET",
-            "--no-test",
-        ],
-        Some(KEY),
-    );
-    assert_eq!(code, 0, "{out}{err}");
+    store_key(dir.path(), "notes");
     std::fs::write(
         dir.path().join("vault.key"),
         "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n",
@@ -519,20 +521,7 @@ async fn uc_8_a_rotation_killed_before_it_finishes_loses_no_credential() {
     let config = http_server("notes", &notes.url) + &http_server("wiki", &notes.url);
     std::fs::write(dir.path().join("quarry.toml"), &config).unwrap();
     for server in ["notes", "wiki"] {
-        let (code, out, err) = quarry_auth(
-            dir.path(),
-            &[
-                "configure",
-                server,
-                "--type",
-                "api_key",
-                "--from-env",
-                "SECRET",
-                "--no-test",
-            ],
-            Some(KEY),
-        );
-        assert_eq!(code, 0, "{out}{err}");
+        store_key(dir.path(), server);
     }
     let key_file = dir.path().join("vault.key");
     let old_key = std::fs::read_to_string(&key_file).unwrap();
