@@ -489,9 +489,12 @@ async fn uc_9_a_registered_stdio_servers_environment_is_kept_in_the_vault() {
         String::from_utf8_lossy(&add.stderr)
     );
 
-    let client = gateway(dir.path(), "").await;
+    let client = gateway(dir.path(), "[registry]\nallow_tool_registration = true\n").await;
     let listing = call(&client, "list_mcp_resources", json!({"server": "tools"})).await;
     assert_eq!(listing["servers"][0]["status"], "connected", "{listing}");
+    // Its environment is part of its registration, not a credential the auth tools remove.
+    let (code, message) = call_error(&client, "mcp_auth_remove", json!({"server": "tools"})).await;
+    assert_eq!(code, "E001", "{message}");
     let children = quarry_testkit::procs::with_cmdline(&marker);
     let (pid, _) = children
         .iter()

@@ -81,6 +81,12 @@ impl ResourceService {
             .once("mcp_auth_remove", key, payload, || async {
                 self.sync_registry().await;
                 let upstream = self.upstreams.by_name(&server)?;
+                if matches!(upstream.settings.spec.endpoint, Endpoint::Stdio { .. }) {
+                    return Err(Error::invalid(format!(
+                        "server '{server}' is a stdio program: its secrets are its `env`, part of \
+                         its registration (remove or add the server again to change them)"
+                    )));
+                }
                 let busy = upstream.in_flight().await;
                 if busy > 0 && !force {
                     return Err(Error::invalid(format!(
