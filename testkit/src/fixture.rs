@@ -42,73 +42,13 @@ use rmcp::{
     service::{NotificationContext, Peer, RequestContext},
 };
 
+mod args;
 mod content;
 mod serve;
 
+pub use args::FixtureArgs;
 pub use content::{SNOW, big_text, blob_bytes, counter_text, hello_text, item_text, sized_text};
 pub use serve::{HttpFixture, program, serve_http, serve_https, serve_stdio};
-
-/// How a fixture server behaves.
-#[derive(Debug, Clone, clap::Args)]
-pub struct FixtureArgs {
-    /// Name the server gives in its `initialize` result and in its text resource.
-    #[arg(long, default_value = "fixture")]
-    pub name: String,
-    /// Generated resources `fixture://item/1..=N`, in addition to the built-in ones.
-    #[arg(long, default_value_t = 0)]
-    pub resources: u32,
-    /// Resources per `resources/list` page.
-    #[arg(long, default_value_t = 50)]
-    pub page_size: u32,
-    /// Advertise no resources capability (listing answers -32601 Method not found).
-    #[arg(long)]
-    pub no_resources: bool,
-    /// Delay before `fixture://slow` answers, in milliseconds.
-    #[arg(long, default_value_t = 0)]
-    pub slow_ms: u64,
-    /// Return the same `nextCursor` forever (a broken server, for page-bound tests).
-    #[arg(long)]
-    pub repeat_cursor: bool,
-    /// Size of `fixture://big.txt` in KiB (0: no such resource).
-    #[arg(long, default_value_t = 0)]
-    pub big_kb: u32,
-    /// Change `fixture://counter` (and notify subscribers) every this many milliseconds.
-    #[arg(long)]
-    pub tick_ms: Option<u64>,
-    /// Mark every read result fresh for this many milliseconds (`ttlMs`).
-    #[arg(long)]
-    pub ttl_ms: Option<u64>,
-    /// Mark every read result private to the requesting user (`cacheScope: "private"`).
-    #[arg(long)]
-    pub private: bool,
-    /// Append the URI of every read request to this file as it arrives, one per line, so a
-    /// test can wait until a request is in flight instead of sleeping.
-    #[arg(long, value_name = "FILE")]
-    pub announce_reads: Option<std::path::PathBuf>,
-    /// Over HTTP, answer 401 (`WWW-Authenticate: Bearer`) to every request that does not carry
-    /// this header, given as `NAME=VALUE` (`Authorization=Bearer t0ken`, `X-API-Key=k3y`).
-    #[arg(long, value_name = "NAME=VALUE")]
-    pub require_header: Option<String>,
-}
-
-impl Default for FixtureArgs {
-    fn default() -> Self {
-        Self {
-            name: "fixture".into(),
-            resources: 0,
-            page_size: 50,
-            no_resources: false,
-            slow_ms: 0,
-            repeat_cursor: false,
-            big_kb: 0,
-            tick_ms: None,
-            ttl_ms: None,
-            private: false,
-            announce_reads: None,
-            require_header: None,
-        }
-    }
-}
 
 /// A client's subscription: the URI and the session to notify.
 type Subscription = (String, Peer<RoleServer>);

@@ -344,19 +344,7 @@ async fn uc_8_the_vault_key_rotates_while_a_gateway_serves() {
     let notes = demanding(&format!("X-API-Key={KEY}")).await;
     let config = http_server("notes", &notes.url);
     std::fs::write(dir.path().join("quarry.toml"), &config).unwrap();
-    let (code, out, err) = quarry_auth(
-        dir.path(),
-        &[
-            "configure",
-            "notes",
-            "--type",
-            "api_key",
-            "--from-env",
-            "SECRET",
-        ],
-        Some(KEY),
-    );
-    assert_eq!(code, 0, "{out}{err}");
+    store_key(dir.path(), "notes");
     let old_key = std::fs::read_to_string(dir.path().join("vault.key")).unwrap();
     let client = gateway(dir.path(), &config).await;
     call(&client, "read_mcp_resource", json!({"resource_uri": NOTE})).await;

@@ -40,29 +40,14 @@ async fn rc_8_an_unparsable_answer_fails_its_request_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let config = server_section("hostile", &[], "timeout = 20\n");
     let client = gateway(dir.path(), &config).await;
-    for _ in 0..7 {
-        let started = Instant::now();
-        let (code, message) = call_error(
-            &client,
-            "read_mcp_resource",
-            json!({"resource_uri": "mcp://hostile/hostile_3A//surrogate"}),
-        )
-        .await;
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "{:?}",
-            started.elapsed()
-        );
-        assert_eq!(code, "E003", "{message}");
-        assert!(message.contains("does not parse"), "{message}");
-    }
-    let one = call(
+    fails_at_once_and_opens_no_circuit(
         &client,
-        "read_mcp_resource",
-        json!({"resource_uri": "mcp://hostile/hostile_3A//one"}),
+        "surrogate",
+        7,
+        Duration::from_secs(1),
+        "does not parse",
     )
     .await;
-    assert_eq!(one["content"], "one", "no circuit opened");
     client.cancel().await.unwrap();
 }
 
@@ -184,5 +169,32 @@ pub(crate) async fn refuses_over_limit_content(client: &Client, quarry: u32, lim
     assert!(
         growth < 2 * limit,
         "peak memory grew by {growth} bytes for a {limit}-byte limit"
+    );
+}
+
+/// Reads `hostile://NAME` `times` times (more than the circuit's threshold): each fails with E003
+/// within `within`, its message saying `saying`; then `hostile://one` still reads (no circuit
+/// opened).
+pub(crate) async fn fails_at_once_and_opens_no_circuit(
+    client: &Client,
+    name: &str,
+    times: usize,
+    within: Duration,
+    saying: &str,
+) {
+    let uri = format!("mcp://hostile/hostile_3A//{name}");
+    for _ in 0..times {
+        let started = Instant::now();
+        let (code, message) =
+            call_error(client, "read_mcp_resource", json!({"resource_uri": uri})).await;
+        assert!(started.elapsed() < within, "{uri}: {:?}", started.elapsed());
+        assert_eq!(code, "E003", "{message}");
+        assert!(message.contains(saying), "{message}");
+    }
+    let one = json!({"resource_uri": "mcp://hostile/hostile_3A//one", "use_cache": false});
+    assert_eq!(
+        call(client, "read_mcp_resource", one).await["content"],
+        "one",
+        "no circuit opened"
     );
 }

@@ -11,7 +11,7 @@ use quarry_testkit::{
 use serde_json::json;
 
 use crate::{
-    hostile::refuses_over_limit_content,
+    hostile::{fails_at_once_and_opens_no_circuit, refuses_over_limit_content},
     supervision::gateway_pid,
     support::{Client, call, call_error, gateway, http_server},
 };
@@ -67,23 +67,14 @@ async fn rc_8_an_unparsable_http_answer_fails_its_request_at_once() {
         &hostile.server_section("hostile", "timeout = 20"),
     )
     .await;
-    for _ in 0..7 {
-        let started = Instant::now();
-        let (code, message) = call_error(
-            &client,
-            "read_mcp_resource",
-            json!({"resource_uri": "mcp://hostile/hostile_3A//surrogate"}),
-        )
-        .await;
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "{:?}",
-            started.elapsed()
-        );
-        assert_eq!(code, "E003", "{message}");
-        assert!(message.contains("does not parse"), "{message}");
-    }
-    still_serves(&client).await;
+    fails_at_once_and_opens_no_circuit(
+        &client,
+        "surrogate",
+        7,
+        Duration::from_secs(1),
+        "does not parse",
+    )
+    .await;
     client.cancel().await.unwrap();
 }
 
@@ -99,22 +90,7 @@ async fn av_2_an_http_answer_cut_off_mid_message_fails_only_its_request() {
         &hostile.server_section("hostile", "timeout = 20"),
     )
     .await;
-    for _ in 0..6 {
-        let started = Instant::now();
-        let (code, message) = call_error(
-            &client,
-            "read_mcp_resource",
-            json!({"resource_uri": "mcp://hostile/hostile_3A//cut"}),
-        )
-        .await;
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "{:?}",
-            started.elapsed()
-        );
-        assert_eq!(code, "E003", "{message}");
-    }
-    still_serves(&client).await;
+    fails_at_once_and_opens_no_circuit(&client, "cut", 6, Duration::from_secs(2), "").await;
     client.cancel().await.unwrap();
 }
 
