@@ -17,4 +17,5 @@ mod serve;
 mod supervision;
 mod support;
 mod tls;
+mod vault;
 mod wire;
