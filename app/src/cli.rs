@@ -2,6 +2,7 @@
 
 mod auth;
 mod commands;
+mod oauth;
 mod signal;
 
 use std::path::PathBuf;
@@ -259,6 +260,10 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
             }
         },
         Command::Versions(args) => with_service(&settings, |s| versions(s, args)).await,
+        Command::Auth(auth::AuthArgs {
+            action: auth::AuthAction::Probe(probe),
+            json,
+        }) => oauth::probe(&settings, probe, json).await,
         Command::Auth(args) => with_service(&settings, |s| auth::run(s, args)).await,
         Command::Vault(args) => with_service(&settings, |s| auth::vault(s, args)).await,
     }

@@ -6,7 +6,7 @@ use std::{future::Future, sync::Arc};
 use quarry_cache_lru::{InMemoryInvalidationBus, InMemoryListingCache, LruContentCache};
 use quarry_crypto_ring::{KeySource, RingCipher, RingHasher};
 use quarry_domain::{Error, ErrorCode, Principal};
-use quarry_mcp_client::RmcpConnector;
+use quarry_mcp_client::{OAuthHttp, RmcpConnector};
 use quarry_mcp_server::ServerOptions;
 use quarry_ports::ResourceGateway;
 use quarry_store_sqlite::SqliteStore;
@@ -16,6 +16,9 @@ use crate::{
     clock::SystemClock,
     config::{Settings, VaultKey},
 };
+
+/// How long `quarry auth login` waits for the person to approve the sign-in.
+const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Builds the resource service the settings describe: rmcp upstreams, the in-memory caches, the
 /// SQLite store, ring's SHA-256, the system clock. Servers registered at runtime are loaded.
@@ -73,7 +76,45 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
         clock: Arc::new(SystemClock::new()),
         credentials: store,
         cipher,
+        oauth: Arc::new(OAuthHttp::new(LOGIN_TIMEOUT)),
     })
+}
+
+/// A browser that visits the authorization URL itself (for servers that approve without a
+/// person).
+pub fn visitor() -> Arc<dyn quarry_ports::Browser> {
+    Arc::new(quarry_mcp_client::Visitor)
+}
+
+/// Probes the server `spec` names without registering it: connects (signing in through
+/// `browser`, or with client credentials, as `credential` says and the server demands), lists,
+/// and calls `call_tool` if given. Returns what it found and how many token requests it made.
+///
+/// # Errors
+/// The connection's failure (E005 when authentication fails).
+pub async fn probe(
+    settings: &Settings,
+    spec: &quarry_domain::ServerSpec,
+    credential: quarry_domain::OAuthCredential,
+    browser: Arc<dyn quarry_ports::Browser>,
+    call_tool: Option<&str>,
+) -> Result<(quarry_mcp_client::Probe, u32), Error> {
+    let connector = RmcpConnector::new(settings.max_resource_bytes).map_err(|e| {
+        tracing::error!("{e}");
+        Error::internal()
+    })?;
+    let tokens = Arc::new(quarry_usecases::ServerTokens::interactive(
+        spec.clone(),
+        credential,
+        Arc::new(OAuthHttp::new(LOGIN_TIMEOUT)),
+        Arc::new(SystemClock::new()),
+        browser,
+    ));
+    let found = connector
+        .probe(spec, Some(tokens.clone()), call_tool)
+        .await
+        .map_err(|e| e.into_error(spec.name.as_str()))?;
+    Ok((found, tokens.token_requests()))
 }
 
 /// The cipher's key source for the configured vault key.

@@ -321,6 +321,7 @@ fn server_settings(name: &str, s: ServerSection) -> Result<ServerSettings, Error
         protected_uris: s.protected_uris,
         tls_ca_file: s.tls_ca_file,
         tls_min_version: s.tls_min_version,
+        oauth_allow_private_network: s.oauth_allow_private_network,
     }
     .into_settings(&|field: &str| match field {
         "name" => format!("servers.{name}"),

@@ -11,6 +11,10 @@ use zeroize::{Zeroize, Zeroizing};
 
 use crate::{ConnectionStatus, Error, ErrorCode, ServerId};
 
+mod oauth;
+
+pub use oauth::{OAuthCredential, OAuthGrant, TokenAuthMethod, check_url};
+
 /// The longest secret accepted, in bytes.
 pub const MAX_SECRET_LEN: usize = 8 * 1024;
 /// The longest header name accepted for an API key.
@@ -87,6 +91,8 @@ pub enum AuthType {
     BearerToken,
     /// A client certificate presented in the TLS handshake (mutual TLS).
     Certificate,
+    /// OAuth 2: access tokens from the server's authorization server, renewed by Quarry.
+    OAuth2,
     /// The secret environment of a stdio server registered at runtime (kept out of the
     /// registry's rows). Not a type agents configure: it comes with the registration.
     Environment,
@@ -94,7 +100,12 @@ pub enum AuthType {
 
 impl AuthType {
     /// Every type this build accepts.
-    pub const ALL: [Self; 3] = [Self::ApiKey, Self::BearerToken, Self::Certificate];
+    pub const ALL: [Self; 4] = [
+        Self::ApiKey,
+        Self::OAuth2,
+        Self::Certificate,
+        Self::BearerToken,
+    ];
 
     /// The type's name on the wire (`api_key`, `bearer_token`).
     pub fn as_str(self) -> &'static str {
@@ -102,6 +113,7 @@ impl AuthType {
             Self::ApiKey => "api_key",
             Self::BearerToken => "bearer_token",
             Self::Certificate => "certificate",
+            Self::OAuth2 => "oauth2",
             Self::Environment => "environment",
         }
     }
@@ -112,6 +124,7 @@ impl AuthType {
             Self::ApiKey,
             Self::BearerToken,
             Self::Certificate,
+            Self::OAuth2,
             Self::Environment,
         ]
         .into_iter()
@@ -159,6 +172,8 @@ pub enum UpstreamAuth {
         /// The private key.
         private_key: Secret,
     },
+    /// OAuth 2 tokens and the client that obtains them.
+    OAuth2(Box<OAuthCredential>),
     /// Environment variables given to a stdio server's process.
     Environment(std::collections::BTreeMap<String, Secret>),
 }
@@ -173,6 +188,7 @@ impl UpstreamAuth {
             AuthType::ApiKey => &["key", "header"],
             AuthType::BearerToken => &["token"],
             AuthType::Certificate => &["certificate", "private_key"],
+            AuthType::OAuth2 => oauth::FIELDS,
             // Not in `AuthType::ALL`: never parsed from a name.
             AuthType::Environment => &[],
         };
@@ -225,6 +241,9 @@ impl UpstreamAuth {
                     private_key: Secret(Zeroizing::new(pem("private_key", "PRIVATE KEY-----")?)),
                 })
             }
+            AuthType::OAuth2 => {
+                OAuthCredential::parse(credentials).map(|c| Self::OAuth2(Box::new(c)))
+            }
             AuthType::Environment => Ok(Self::Environment(std::collections::BTreeMap::new())),
         }
     }
@@ -244,6 +263,7 @@ impl UpstreamAuth {
             Self::ApiKey { .. } => AuthType::ApiKey,
             Self::Bearer { .. } => AuthType::BearerToken,
             Self::ClientCertificate { .. } => AuthType::Certificate,
+            Self::OAuth2(_) => AuthType::OAuth2,
             Self::Environment(_) => AuthType::Environment,
         }
     }
@@ -264,7 +284,8 @@ impl UpstreamAuth {
                 "Authorization".to_owned(),
                 Secret(Zeroizing::new(format!("Bearer {}", token.expose()))),
             )],
-            Self::ClientCertificate { .. } | Self::Environment(_) => Vec::new(),
+            // OAuth tokens are added per request, by whoever holds the current one.
+            Self::ClientCertificate { .. } | Self::OAuth2(_) | Self::Environment(_) => Vec::new(),
         }
     }
 
@@ -277,6 +298,7 @@ impl UpstreamAuth {
                 certificate,
                 private_key,
             } => json!({"certificate": certificate, "private_key": private_key.expose()}),
+            Self::OAuth2(oauth) => oauth.to_value(),
             Self::Environment(env) => {
                 let env: Map<String, Value> = env
                     .iter()

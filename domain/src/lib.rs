@@ -27,8 +27,8 @@ pub use circuit::Circuit;
 pub use classify::{ClassificationRule, Classified, Classifier};
 pub use content::{Body, Content};
 pub use credential::{
-    AuthResult, AuthType, DEFAULT_API_KEY_HEADER, MAX_HEADER_NAME_LEN, MAX_SECRET_LEN, Secret,
-    UpstreamAuth,
+    AuthResult, AuthType, DEFAULT_API_KEY_HEADER, MAX_HEADER_NAME_LEN, MAX_SECRET_LEN,
+    OAuthCredential, OAuthGrant, Secret, TokenAuthMethod, UpstreamAuth, check_url,
 };
 pub use error::{Error, ErrorCode};
 pub use idempotency::{IdempotencyKey, Payload};

@@ -189,6 +189,10 @@ pub struct ServerSpec {
     pub max_pages: u32,
     /// How an HTTPS connection to it is made.
     pub tls: TlsPolicy,
+    /// Its OAuth metadata, registration and token endpoints may be on private, loopback or
+    /// link-local addresses (refused by default: a server could point Quarry at the internal
+    /// network).
+    pub oauth_private_network: bool,
 }
 
 /// How Quarry speaks TLS to one HTTPS server.
@@ -216,6 +220,7 @@ impl ServerSpec {
             timeout: Self::DEFAULT_TIMEOUT,
             max_pages: Self::DEFAULT_MAX_PAGES,
             tls: TlsPolicy::default(),
+            oauth_private_network: false,
         }
     }
 }

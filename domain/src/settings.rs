@@ -80,6 +80,8 @@ pub struct ServerDraft {
     pub tls_ca_file: Option<String>,
     /// The oldest TLS version accepted: `"1.3"` (the default) or `"1.2"`.
     pub tls_min_version: Option<String>,
+    /// Its OAuth endpoints may be on private, loopback or link-local addresses.
+    pub oauth_allow_private_network: bool,
 }
 
 impl ServerDraft {
@@ -227,6 +229,13 @@ impl ServerDraft {
             }
             spec.tls.ca_file = Some(file);
         }
+        if self.oauth_allow_private_network && !is_http {
+            return Err(Error::invalid(format!(
+                "{} applies to HTTP servers, not stdio ones",
+                field("oauth_allow_private_network")
+            )));
+        }
+        spec.oauth_private_network = self.oauth_allow_private_network;
         if protection != Protection::Nothing && matches!(spec.endpoint, Endpoint::Stdio { .. }) {
             return Err(Error::invalid(format!(
                 "{} applies to HTTP servers, whose credentials Quarry keeps; a stdio server \
@@ -245,7 +254,7 @@ impl ServerDraft {
 }
 
 /// Whether an http(s) URL's host is this machine: `localhost`, `127.0.0.0/8` or `[::1]`.
-fn is_loopback(url: &str) -> bool {
+pub(crate) fn is_loopback(url: &str) -> bool {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);

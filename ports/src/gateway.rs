@@ -158,6 +158,21 @@ pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
         requester: Requester,
         idempotency_key: Option<IdempotencyKey>,
     ) -> Result<AuthResult, Error>;
+
+    /// Renews the server's OAuth 2 token now (refresh token or client credentials), stores the
+    /// result sealed, and tries a connection with it. Needs no person: when only a new sign-in
+    /// helps, the result says so (E005, naming `quarry auth login`).
+    ///
+    /// # Errors
+    /// E003 for an unknown server; E001 when its credential is not an OAuth 2 one (or it has
+    /// none); E004 when an agent asks and the configuration does not allow it; E010 on an
+    /// idempotency conflict; E012 when the store fails.
+    async fn refresh_auth(
+        &self,
+        server: ServerName,
+        requester: Requester,
+        idempotency_key: Option<IdempotencyKey>,
+    ) -> Result<AuthResult, Error>;
 }
 
 /// A resource template as Quarry publishes it.

@@ -11,6 +11,7 @@ mod gateway;
 mod hashing;
 mod key;
 mod listings;
+mod oauth;
 mod registry;
 mod upstream;
 mod vault;
@@ -24,6 +25,7 @@ pub use gateway::{
 pub use hashing::ContentHasher;
 pub use key::ResourceKey;
 pub use listings::{CachedListing, InvalidationBus, ListedEntry, ListingCache};
+pub use oauth::{AccessTokens, Browser, Challenge, OAuthClient, OAuthFailure};
 pub use registry::{IdempotencyStore, Remembered, Reservation, ServerRegistry};
 pub use upstream::{
     Fetched, UpstreamConnector, UpstreamError, UpstreamListing, UpstreamObserver, UpstreamResource,
@@ -42,6 +44,8 @@ pub use clock::MockClock;
 pub use hashing::MockContentHasher;
 #[cfg(feature = "mocks")]
 pub use listings::{MockInvalidationBus, MockListingCache};
+#[cfg(feature = "mocks")]
+pub use oauth::MockAccessTokens;
 #[cfg(feature = "mocks")]
 pub use registry::{MockIdempotencyStore, MockServerRegistry};
 #[cfg(feature = "mocks")]

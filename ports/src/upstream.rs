@@ -179,7 +179,9 @@ pub trait UpstreamSession: Send + Sync + std::fmt::Debug {
 #[async_trait]
 pub trait UpstreamConnector: Send + Sync + std::fmt::Debug {
     /// Connects to `spec` and completes the MCP handshake within its timeout, sending `auth`
-    /// with every request (HTTP). What the server announces on the session goes to `observer`.
+    /// with every request (HTTP), and for an OAuth server the token `tokens` holds (asking it
+    /// for another once when the server refuses one). What the server announces on the session
+    /// goes to `observer`.
     ///
     /// # Errors
     /// [`UpstreamError::Unreachable`] when the process cannot start or the endpoint cannot be
@@ -190,6 +192,7 @@ pub trait UpstreamConnector: Send + Sync + std::fmt::Debug {
         &self,
         spec: &ServerSpec,
         auth: Option<&'a UpstreamAuth>,
+        tokens: Option<Arc<dyn crate::AccessTokens>>,
         observer: Arc<dyn UpstreamObserver>,
     ) -> Result<Arc<dyn UpstreamSession>, UpstreamError>;
 

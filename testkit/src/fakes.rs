@@ -6,6 +6,7 @@
 mod caches;
 mod clock;
 mod hasher;
+mod oauth;
 mod stores;
 mod upstream;
 mod vault;
@@ -13,6 +14,7 @@ mod vault;
 pub use caches::{FakeContentCache, FakeInvalidationBus, FakeListingCache};
 pub use clock::ManualClock;
 pub use hasher::FakeHasher;
+pub use oauth::FakeOAuth;
 pub use stores::{FakeIdempotencyStore, FakeRegistry, FakeVersionStore};
 pub use upstream::{CountingConnector, FakeConnector, FakeSession};
 pub use vault::{FakeCipher, FakeCredentialStore};

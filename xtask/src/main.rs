@@ -1,6 +1,7 @@
 //! Repository tasks. `cargo xtask ci` runs exactly what CI runs.
 
 mod bench;
+mod conformance;
 mod tidy;
 
 use std::{
@@ -17,6 +18,10 @@ tasks:
   ci      everything CI runs: format check, clippy (warnings are errors), the dependency
           rules, the peer servers, then every test
   bench   run the benchmarks (release build) and print BENCHMARKS.md's tables
+  conformance
+          run the official MCP conformance suite (client mode: Quarry's upstream OAuth
+          client) with Node 22, failing on anything not in testkit/conformance's
+          expected-failures.yml
   peers   install the real MCP servers and the Python SDK the tests use (into target/peers)
   tidy    check the architecture's rules: dependencies (cargo metadata, cargo tree) and sources
           (module docs, no #[ignore], adapters named only in compose.rs, file sizes)";
@@ -26,6 +31,7 @@ fn main() {
     let outcome = match task.as_deref() {
         Some("ci") => ci(),
         Some("bench") => bench::bench(),
+        Some("conformance") => conformance::conformance(),
         Some("peers") => peers().map(|_| ()),
         Some("tidy") => {
             tidy::check(&workspace_root()).map(|()| println!("tidy: architecture rules hold"))
@@ -174,6 +180,7 @@ fn ci() -> Result<()> {
     test.env("QUARRY_PEERS_DIR", &peers)
         .env("QUARRY_FIXTURE_PREBUILT", "1");
     run("tests", test)?;
+    conformance::conformance()?;
     eprintln!("==> ci passed in {:.0}s", started.elapsed().as_secs_f64());
     Ok(())
 }

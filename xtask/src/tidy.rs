@@ -46,7 +46,8 @@ const TECHNOLOGY: &[&str] = &[
 const PLACES: &[(&str, &[&str])] = &[
     ("sqlx", &["adapters/store-*"]),
     ("rmcp", &["adapters/mcp-*", "testkit"]),
-    ("ring", &["adapters/crypto-ring"]),
+    // The vault's cipher, and the OAuth client's PKCE digest, randomness and client assertions.
+    ("ring", &["adapters/crypto-ring", "adapters/mcp-client"]),
     ("scryer-prolog", &["adapters/policy-prolog"]),
     ("redis", &["adapters/cache-redis"]),
     ("lru", &["adapters/cache-lru"]),

@@ -4,7 +4,9 @@ use std::{collections::HashMap, process::Stdio, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use quarry_domain::{Endpoint, ServerSpec, UpstreamAuth, sanitize_label};
-use quarry_ports::{UpstreamConnector, UpstreamError, UpstreamObserver, UpstreamSession};
+use quarry_ports::{
+    AccessTokens, UpstreamConnector, UpstreamError, UpstreamObserver, UpstreamSession,
+};
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::{
     ServiceExt,
@@ -115,26 +117,7 @@ impl RmcpConnector {
         if certificate.is_none() && spec.tls == quarry_domain::TlsPolicy::default() {
             return Ok(self.http.clone());
         }
-        let mut builder = http_client();
-        if spec.tls.allow_tls12 {
-            builder = builder.tls_version_min(reqwest::tls::Version::TLS_1_2);
-        }
-        if let Some(file) = &spec.tls.ca_file {
-            let unusable = |why: String| {
-                UpstreamError::Tls(format!(
-                    "the CA file {} of '{}' {why}",
-                    sanitize_label(file),
-                    spec.name
-                ))
-            };
-            let pem = std::fs::read(file).map_err(|e| unusable(format!("cannot be read: {e}")))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|_| unusable("holds no PEM certificate".into()))?;
-            if certs.is_empty() {
-                return Err(unusable("holds no PEM certificate".into()));
-            }
-            builder = builder.tls_certs_only(certs);
-        }
+        let mut builder = tls_builder(spec)?;
         if let Some(identity) = certificate {
             builder = builder.identity(identity);
         }
@@ -148,9 +131,35 @@ impl RmcpConnector {
     }
 }
 
+/// A client builder for `spec`'s server as its TLS policy says: TLS 1.3 (or 1.2 where allowed),
+/// the system's roots or the server's own CA file, no redirects.
+pub(crate) fn tls_builder(spec: &ServerSpec) -> Result<reqwest::ClientBuilder, UpstreamError> {
+    let mut builder = http_client();
+    if spec.tls.allow_tls12 {
+        builder = builder.tls_version_min(reqwest::tls::Version::TLS_1_2);
+    }
+    if let Some(file) = &spec.tls.ca_file {
+        let unusable = |why: String| {
+            UpstreamError::Tls(format!(
+                "the CA file {} of '{}' {why}",
+                sanitize_label(file),
+                spec.name
+            ))
+        };
+        let pem = std::fs::read(file).map_err(|e| unusable(format!("cannot be read: {e}")))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|_| unusable("holds no PEM certificate".into()))?;
+        if certs.is_empty() {
+            return Err(unusable("holds no PEM certificate".into()));
+        }
+        builder = builder.tls_certs_only(certs);
+    }
+    Ok(builder)
+}
+
 /// Quarry offers upstreams the newest protocol with the initialize handshake (2025-11-25), under
 /// which `resources/subscribe` announces changes; servers that know only older ones negotiate down.
-fn client_info() -> ClientConfig {
+pub(crate) fn client_info() -> ClientConfig {
     let mut info = ClientConfig::default();
     info.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
     info.client_info = Implementation::new("quarry", env!("CARGO_PKG_VERSION"));
@@ -227,6 +236,7 @@ impl UpstreamConnector for RmcpConnector {
         &self,
         spec: &ServerSpec,
         auth: Option<&'a UpstreamAuth>,
+        tokens: Option<Arc<dyn AccessTokens>>,
         observer: Arc<dyn UpstreamObserver>,
     ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
         let handler = UpstreamHandler::new(spec.name.clone(), client_info(), observer);
@@ -271,49 +281,7 @@ impl UpstreamConnector for RmcpConnector {
                 ))
             }
             Endpoint::Http { url } => {
-                let mut retry = ExponentialBackoff::default();
-                retry.max_times = Some(3);
-                retry.max_delay = Some(Duration::from_secs(30));
-                // A message over the bound answers its own request (E008); see `http.rs`.
-                let bound = self.max_message_bytes();
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .max_json_response_size(bound)
-                    .max_sse_event_size(bound)
-                    .reinit_on_expired_session(true)
-                    .custom_headers(auth_headers(auth)?);
-                config.retry_config = Arc::new(retry);
-                let http = GuardedHttp::new(self.client_for(spec, auth)?);
-                let refused = http.refusals();
-                let transport =
-                    Correlated::new(StreamableHttpClientTransport::with_client(http, config));
-                let skipped = transport.skipped();
-                let service = tokio::time::timeout(deadline, handler.clone().serve(transport))
-                    .await
-                    .map_err(|_| UpstreamError::Timeout(timeout_ms))?
-                    .map_err(|e| match refused.last() {
-                        None if refused.tls().is_some() => UpstreamError::Tls(format!(
-                            "'{}' at {}: {}",
-                            spec.name,
-                            sanitize_label(url),
-                            refused.tls().unwrap_or_default()
-                        )),
-                        Some(why) => UpstreamError::Unauthorized(format!(
-                            "'{}' at {} refused the connection: {why}{}",
-                            spec.name,
-                            sanitize_label(url),
-                            if auth.is_some() {
-                                ""
-                            } else {
-                                " (no credential is configured for it)"
-                            }
-                        )),
-                        None => UpstreamError::Unreachable(format!(
-                            "MCP handshake with '{}' at {} failed: {}",
-                            spec.name,
-                            sanitize_label(url),
-                            sanitize_label(&e.to_string())
-                        )),
-                    })?;
+                let (service, skipped) = self.dial(spec, url, auth, tokens, handler).await?;
                 Ok(Arc::new(
                     RmcpSession::new(spec.clone(), service, None, self.max_content_bytes, skipped)
                         .await,
@@ -322,6 +290,68 @@ impl UpstreamConnector for RmcpConnector {
         }
     }
 }
+
+impl RmcpConnector {
+    /// The MCP handshake with the streamable HTTP server at `url`, within `spec`'s timeout.
+    pub(crate) async fn dial(
+        &self,
+        spec: &ServerSpec,
+        url: &str,
+        auth: Option<&UpstreamAuth>,
+        tokens: Option<Arc<dyn AccessTokens>>,
+        handler: UpstreamHandler,
+    ) -> Result<(Dialled, Arc<std::sync::Mutex<crate::correlated::Skipped>>), UpstreamError> {
+        let deadline = spec.timeout;
+        let timeout_ms = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
+        let mut retry = ExponentialBackoff::default();
+        retry.max_times = Some(3);
+        retry.max_delay = Some(Duration::from_secs(30));
+        // A message over the bound answers its own request (E008); see `http.rs`.
+        let bound = self.max_message_bytes();
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url)
+            .max_json_response_size(bound)
+            .max_sse_event_size(bound)
+            .reinit_on_expired_session(true)
+            .custom_headers(auth_headers(auth)?);
+        config.retry_config = Arc::new(retry);
+        let oauth = tokens.is_some();
+        let http = GuardedHttp::new(self.client_for(spec, auth)?, tokens);
+        let refused = http.refusals();
+        let transport = Correlated::new(StreamableHttpClientTransport::with_client(http, config));
+        let skipped = transport.skipped();
+        let service = tokio::time::timeout(deadline, handler.serve(transport))
+            .await
+            .map_err(|_| UpstreamError::Timeout(timeout_ms))?
+            .map_err(|e| match refused.last() {
+                None if refused.tls().is_some() => UpstreamError::Tls(format!(
+                    "'{}' at {}: {}",
+                    spec.name,
+                    sanitize_label(url),
+                    refused.tls().unwrap_or_default()
+                )),
+                Some(why) => UpstreamError::Unauthorized(format!(
+                    "'{}' at {} refused the connection: {why}{}",
+                    spec.name,
+                    sanitize_label(url),
+                    if auth.is_some() || oauth {
+                        ""
+                    } else {
+                        " (no credential is configured for it)"
+                    }
+                )),
+                None => UpstreamError::Unreachable(format!(
+                    "MCP handshake with '{}' at {} failed: {}",
+                    spec.name,
+                    sanitize_label(url),
+                    sanitize_label(&e.to_string())
+                )),
+            })?;
+        Ok((service, skipped))
+    }
+}
+
+/// A session rmcp runs over HTTP.
+pub(crate) type Dialled = rmcp::service::RunningService<rmcp::RoleClient, UpstreamHandler>;
 
 /// The headers that carry `auth`, marked sensitive so no HTTP library logs them.
 fn auth_headers(

@@ -39,22 +39,114 @@ pub(crate) use refusals::Refusals;
 use refusals::{refusal, tls_failure};
 use stream::Answers;
 
-use crate::answers::{too_large, unauthorized, unparsable};
+use crate::{
+    answers::{too_large, unauthorized, unparsable},
+    oauth::challenge_of,
+};
+use quarry_ports::AccessTokens;
 
 type Events = BoxStream<'static, Result<Sse, SseError>>;
 
 /// reqwest for rmcp, answering a request whose answer cannot be delivered (see the module).
+/// For an OAuth server, every request carries the token `tokens` holds now; a refused token is
+/// reported to it and the request sent once more with the token it gives instead.
 #[derive(Debug, Clone)]
 pub(crate) struct GuardedHttp {
     inner: reqwest::Client,
     refusals: Refusals,
+    tokens: Option<Arc<dyn AccessTokens>>,
 }
 
+type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
+
 impl GuardedHttp {
-    pub(crate) fn new(inner: reqwest::Client) -> Self {
+    pub(crate) fn new(inner: reqwest::Client, tokens: Option<Arc<dyn AccessTokens>>) -> Self {
         Self {
             inner,
             refusals: Refusals::default(),
+            tokens,
+        }
+    }
+
+    /// The header a GET or DELETE carries: the current token, if there is one.
+    async fn bearer(&self, given: Option<String>) -> Option<String> {
+        match &self.tokens {
+            Some(tokens) => tokens
+                .current()
+                .await
+                .ok()
+                .flatten()
+                .map(|t| t.expose().to_owned()),
+            None => given,
+        }
+    }
+
+    /// POSTs with the current token; when the server refuses it, once more with the one the
+    /// token holder gives instead. The second value says why no token could be had.
+    async fn post_with_tokens(
+        &self,
+        tokens: &Arc<dyn AccessTokens>,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> (PostResult, Option<String>) {
+        let gave_up = |e: quarry_ports::UpstreamError| {
+            let why = match e {
+                quarry_ports::UpstreamError::Unauthorized(why) => why,
+                other => other.to_string(),
+            };
+            (
+                Err(StreamableHttpError::AuthRequired(
+                    rmcp::transport::streamable_http_client::AuthRequiredError::new(String::new()),
+                )),
+                Some(why),
+            )
+        };
+        let sent = match tokens.current().await {
+            Ok(token) => token,
+            Err(e) => return gave_up(e),
+        };
+        let first = post::post(
+            &self.inner,
+            uri.clone(),
+            message.clone(),
+            session_id.clone(),
+            sent.as_ref().map(|t| t.expose().to_owned()),
+            custom_headers.clone(),
+            limits,
+        )
+        .await;
+        let challenge = match &first {
+            Err(StreamableHttpError::AuthRequired(e)) => {
+                challenge_of(&e.www_authenticate_header, false)
+            }
+            Err(StreamableHttpError::InsufficientScope(e)) => {
+                challenge_of(&e.www_authenticate_header, true)
+            }
+            Err(StreamableHttpError::UnexpectedServerResponse(why))
+                if why.starts_with("HTTP 401") =>
+            {
+                quarry_ports::Challenge::default()
+            }
+            _ => return (first, None),
+        };
+        match tokens.refused(sent, challenge).await {
+            Ok(token) => (
+                post::post(
+                    &self.inner,
+                    uri,
+                    message,
+                    session_id,
+                    Some(token.expose().to_owned()),
+                    custom_headers,
+                    limits,
+                )
+                .await,
+                None,
+            ),
+            Err(e) => gave_up(e),
         }
     }
 
@@ -80,6 +172,7 @@ impl StreamableHttpClient for GuardedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let (id, handshake) = (request_id(&message), is_initialize(&message));
+        let auth_header = self.bearer(auth_header).await;
         let response = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
@@ -98,16 +191,35 @@ impl StreamableHttpClient for GuardedHttp {
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let (id, handshake) = (request_id(&message), is_initialize(&message));
         let limit = limits.max_sse_event_size;
-        let response = post::post(
-            &self.inner,
-            uri,
-            message,
-            session_id,
-            auth_header,
-            custom_headers,
-            limits,
-        )
-        .await;
+        let (response, gave_up) = match &self.tokens {
+            Some(tokens) => {
+                self.post_with_tokens(tokens, uri, message, session_id, custom_headers, limits)
+                    .await
+            }
+            None => (
+                post::post(
+                    &self.inner,
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    limits,
+                )
+                .await,
+                None,
+            ),
+        };
+        if let Some(why) = gave_up {
+            self.refusals.note(why.clone());
+            let Some(id) = id.filter(|_| !handshake) else {
+                return response;
+            };
+            return Ok(StreamableHttpPostResponse::Json(
+                ServerJsonRpcMessage::error(unauthorized(&why), Some(id)),
+                None,
+            ));
+        }
         self.guard(id, handshake, limit, response)
     }
 
@@ -118,6 +230,7 @@ impl StreamableHttpClient for GuardedHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
+        let auth_header = self.bearer(auth_header).await;
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
@@ -131,6 +244,7 @@ impl StreamableHttpClient for GuardedHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<Events, StreamableHttpError<Self::Error>> {
+        let auth_header = self.bearer(auth_header).await;
         self.inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await
@@ -145,6 +259,7 @@ impl StreamableHttpClient for GuardedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<Events, StreamableHttpError<Self::Error>> {
+        let auth_header = self.bearer(auth_header).await;
         self.inner
             .get_stream_with_max_sse_event_size(
                 uri,

@@ -13,7 +13,11 @@ mod correlated;
 mod errors;
 mod handler;
 mod http;
+mod oauth;
+mod probe;
 mod session;
 mod stdio;
 
 pub use connector::RmcpConnector;
+pub use oauth::{OAuthHttp, Visitor};
+pub use probe::Probe;

@@ -48,6 +48,19 @@ pub enum AuthAction {
         #[arg(long)]
         force: bool,
     },
+    /// Sign in to a server with OAuth (authorization code with PKCE): prints the URL to open,
+    /// takes the redirect on 127.0.0.1, and stores the tokens (encrypted). Quarry refreshes them
+    /// from then on.
+    Login(super::oauth::LoginArgs),
+    /// Renew a server's OAuth token now (refresh token or client credentials), then test the
+    /// connection with it.
+    Refresh {
+        /// The server's name.
+        server: String,
+    },
+    /// Connect to a server by URL before registering it, authenticating as it demands (OAuth
+    /// sign-in, or client credentials), and say what it offers. Nothing is stored.
+    Probe(super::oauth::ProbeArgs),
 }
 
 /// `quarry auth configure` options.
@@ -55,8 +68,10 @@ pub enum AuthAction {
 pub struct ConfigureArgs {
     /// The server's name.
     pub server: String,
-    /// api_key (sent in a header), bearer_token (sent as Authorization: Bearer), or certificate
-    /// (a client certificate for mutual TLS, from --cert-file and --key-file).
+    /// api_key (sent in a header), bearer_token (sent as Authorization: Bearer), certificate
+    /// (a client certificate for mutual TLS, from --cert-file and --key-file), or oauth2 (a
+    /// JSON credentials object on stdin: client_credentials with client_id and client_secret,
+    /// or tokens; `quarry auth login` signs a person in instead).
     #[arg(long = "type", value_name = "TYPE")]
     pub auth_type: String,
     /// For api_key: the header to send it in (default X-API-Key).
@@ -98,6 +113,23 @@ pub(super) async fn run(service: Arc<ResourceService>, args: AuthArgs) -> Result
                 .remove_auth(server.clone(), force, Requester::Operator, None)
                 .await?;
             (format!("removed the credential of '{server}'"), result)
+        }
+        AuthAction::Login(login) => {
+            let server = login.server.clone();
+            let result = super::oauth::login(service, login).await?;
+            (format!("signed in to '{server}'"), result)
+        }
+        AuthAction::Refresh { server } => {
+            let server = ServerName::parse(&server)?;
+            let result = service
+                .refresh_auth(server.clone(), Requester::Operator, None)
+                .await?;
+            (format!("refreshed the token of '{server}'"), result)
+        }
+        AuthAction::Probe(_) => {
+            return Err(
+                Error::invalid("quarry auth probe runs without the gateway's store").into(),
+            );
         }
     };
     let mut out = std::io::stdout().lock();
@@ -173,6 +205,21 @@ fn credential(c: &ConfigureArgs) -> Result<UpstreamAuth, Error> {
             Zeroizing::new(line.trim_end_matches(['\r', '\n']).to_owned())
         }
     };
+    if c.auth_type == "oauth2" {
+        let mut fields: Map<String, Value> = serde_json::from_str(secret.as_str()).map_err(|_| {
+            Error::invalid(
+                "--type oauth2 reads a JSON object of OAuth credentials (one line), such as \
+                 {\"grant_type\":\"client_credentials\",\"client_id\":\"...\",\"client_secret\":\"...\"}",
+            )
+        })?;
+        let parsed = UpstreamAuth::parse(&c.auth_type, &fields);
+        fields.values_mut().for_each(|v| {
+            if let Value::String(s) = v {
+                zeroize::Zeroize::zeroize(s);
+            }
+        });
+        return parsed;
+    }
     let field = if c.auth_type == "bearer_token" {
         "token"
     } else {

@@ -113,6 +113,8 @@ pub(super) struct ServerSection {
     pub(super) protected_uris: Vec<String>,
     pub(super) tls_ca_file: Option<String>,
     pub(super) tls_min_version: Option<String>,
+    #[serde(default)]
+    pub(super) oauth_allow_private_network: bool,
 }
 
 #[derive(Debug, Deserialize)]

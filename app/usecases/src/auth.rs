@@ -136,7 +136,7 @@ impl ResourceService {
     }
 
     /// Connects afresh with the stored credential, initialises and lists once.
-    async fn try_connection(&self, upstream: &Arc<Upstream>) -> AuthResult {
+    pub(crate) async fn try_connection(&self, upstream: &Arc<Upstream>) -> AuthResult {
         let started = self.clock.monotonic();
         let outcome = async {
             let session = upstream.open_alone().await?;

@@ -20,16 +20,20 @@ mod flights;
 mod idempotency;
 mod invalidation;
 mod list;
+mod oauth;
 mod purge;
 mod read;
 mod registry;
 mod service;
+mod tokens;
 mod upstream;
 mod upstreams;
 mod vault;
 mod versions;
 
+pub use oauth::SignIn;
 pub use service::{Ports, ResourceService, ServiceOptions, Supervision};
+pub use tokens::ServerTokens;
 pub use vault::VaultRotation;
 
 /// A store failure as callers see it: E012, the detail in the log only.

@@ -109,6 +109,8 @@ pub struct Ports {
     pub credentials: Arc<dyn CredentialStore>,
     /// Seals and opens them.
     pub cipher: Arc<dyn CredentialCipher>,
+    /// OAuth 2 toward upstreams (token renewal, sign-in).
+    pub oauth: Arc<dyn quarry_ports::OAuthClient>,
 }
 
 /// Lists and reads resources across the registered upstream servers.
@@ -151,6 +153,7 @@ impl ResourceService {
         };
         let wiring = Wiring {
             connector: ports.connector,
+            oauth: ports.oauth,
             vault: vault.clone(),
             invalidator: invalidator.clone(),
             clock: ports.clock.clone(),
@@ -309,6 +312,16 @@ impl ResourceGateway for ResourceService {
         idempotency_key: Option<IdempotencyKey>,
     ) -> Result<AuthResult, Error> {
         self.remove_credential(server, force, requester, idempotency_key)
+            .await
+    }
+
+    async fn refresh_auth(
+        &self,
+        server: ServerName,
+        requester: Requester,
+        idempotency_key: Option<IdempotencyKey>,
+    ) -> Result<AuthResult, Error> {
+        self.refresh_credential(server, requester, idempotency_key)
             .await
     }
 }

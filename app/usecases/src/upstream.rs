@@ -28,12 +28,13 @@ use self::{
     circuit::Breaker,
     pool::{Fresh, Lease, Pool},
 };
-use crate::{Supervision, invalidation::Invalidator, vault::Vault};
+use crate::{Supervision, invalidation::Invalidator, tokens::ServerTokens, vault::Vault};
 
 /// What an upstream needs from the rest of the gateway.
 #[derive(Debug, Clone)]
 pub(crate) struct Wiring {
     pub(crate) connector: Arc<dyn UpstreamConnector>,
+    pub(crate) oauth: Arc<dyn quarry_ports::OAuthClient>,
     pub(crate) vault: Vault,
     pub(crate) invalidator: Arc<Invalidator>,
     pub(crate) clock: Arc<dyn Clock>,
@@ -79,6 +80,9 @@ pub(crate) struct Upstream {
     retired: CancellationToken,
     /// This upstream, for checks that outlive the request that started them.
     me: std::sync::Weak<Upstream>,
+    /// Its OAuth tokens, shared by its sessions (one renewal at a time), while its credential
+    /// is an OAuth one.
+    tokens: Mutex<Option<Arc<ServerTokens>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -119,6 +123,7 @@ impl Upstream {
             wake: tokio::sync::Notify::new(),
             retired: CancellationToken::new(),
             me: me.clone(),
+            tokens: Mutex::new(None),
         })
     }
 
@@ -268,10 +273,13 @@ impl Upstream {
         let connect = || async {
             let spec = &self.settings.spec;
             let auth = self.wiring.vault.credential(spec).await?;
+            let tokens = self
+                .tokens_for(auth.as_ref())
+                .map(|t| t as Arc<dyn quarry_ports::AccessTokens>);
             let session = self
                 .wiring
                 .connector
-                .connect(spec, auth.as_ref(), observer)
+                .connect(spec, auth.as_ref(), tokens, observer)
                 .await?;
             lock(&self.status).authenticated = auth.is_some();
             Ok(session)
@@ -341,7 +349,10 @@ impl Upstream {
             .breaker
             .open_until(self.wiring.clock.monotonic())
             .is_some();
+        let signing_in = lock(&self.tokens).as_ref().is_some_and(|t| t.needs_login());
         let status = match (r.connected, &r.last_error) {
+            // A person has to sign in again before requests can succeed.
+            _ if signing_in => ConnectionStatus::Authenticating,
             // Requests fail fast while the circuit is open, whatever sessions are left.
             _ if open => ConnectionStatus::Error,
             (true, _) => ConnectionStatus::Connected,

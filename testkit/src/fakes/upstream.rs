@@ -222,6 +222,7 @@ impl UpstreamConnector for FakeConnector {
         &self,
         spec: &ServerSpec,
         auth: Option<&'a UpstreamAuth>,
+        _tokens: Option<Arc<dyn quarry_ports::AccessTokens>>,
         observer: Arc<dyn UpstreamObserver>,
     ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
         *self.observer.lock().unwrap_or_else(|e| e.into_inner()) = Some(observer);
@@ -284,6 +285,7 @@ impl UpstreamConnector for CountingConnector {
         &self,
         _spec: &ServerSpec,
         _auth: Option<&'a UpstreamAuth>,
+        _tokens: Option<Arc<dyn quarry_ports::AccessTokens>>,
         _observer: Arc<dyn UpstreamObserver>,
     ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
         let session = Arc::new((self.template)());

@@ -190,12 +190,12 @@ fn each_technology_lives_in_its_own_place_by_manifest_path() {
         (
             "quarry-usecases",
             "ring",
-            "quarry-usecases (app/usecases) must not depend on ring (only adapters/crypto-ring may)",
+            "quarry-usecases (app/usecases) must not depend on ring (only adapters/crypto-ring, adapters/mcp-client may)",
         ),
         (
             "quarry-store-sqlite",
             "ring",
-            "quarry-store-sqlite (adapters/store-sqlite) must not depend on ring (only adapters/crypto-ring may)",
+            "quarry-store-sqlite (adapters/store-sqlite) must not depend on ring (only adapters/crypto-ring, adapters/mcp-client may)",
         ),
         (
             "quarry",

@@ -48,7 +48,7 @@ fn observer() -> (Arc<dyn UpstreamObserver>, mpsc::UnboundedReceiver<String>) {
 async fn connect(spec: &ServerSpec) -> Arc<dyn UpstreamSession> {
     RmcpConnector::new(50 * MB)
         .unwrap()
-        .connect(spec, None, observer().0)
+        .connect(spec, None, None, observer().0)
         .await
         .unwrap()
 }
@@ -214,7 +214,7 @@ async fn a_missing_program_is_unreachable_not_a_panic() {
     );
     let err = RmcpConnector::new(MB)
         .unwrap()
-        .connect(&spec, None, observer().0)
+        .connect(&spec, None, None, observer().0)
         .await
         .unwrap_err();
     assert!(matches!(err, UpstreamError::Unreachable(_)), "{err:?}");
@@ -231,7 +231,7 @@ async fn an_unreachable_http_endpoint_fails_within_the_timeout() {
     spec.timeout = Duration::from_secs(5);
     let err = RmcpConnector::new(MB)
         .unwrap()
-        .connect(&spec, None, observer().0)
+        .connect(&spec, None, None, observer().0)
         .await
         .unwrap_err();
     assert!(
@@ -302,7 +302,7 @@ async fn ca_2_updates_and_list_changes_are_announced_to_the_observer() {
     let (obs, mut heard) = observer();
     let session = RmcpConnector::new(MB)
         .unwrap()
-        .connect(&spec, None, obs)
+        .connect(&spec, None, None, obs)
         .await
         .unwrap();
     assert!(session.subscribe("fixture://counter").await.unwrap());
@@ -360,7 +360,7 @@ async fn rc_4_oversized_content_is_refused_while_receiving() {
     for (spec, sizes) in [(stdio, &[100_000, 4_000_000][..]), (http, &[100_000][..])] {
         let session = RmcpConnector::new(limit)
             .unwrap()
-            .connect(&spec, None, observer().0)
+            .connect(&spec, None, None, observer().0)
             .await
             .unwrap();
         for size in sizes {
@@ -427,7 +427,7 @@ async fn a_restarted_http_upstream_is_reinitialised_after_404() {
     );
     let session = RmcpConnector::new(MB)
         .unwrap()
-        .connect(&spec, None, observer().0)
+        .connect(&spec, None, None, observer().0)
         .await
         .unwrap();
     assert!(session.read("fixture://counter", MB).await.is_ok());

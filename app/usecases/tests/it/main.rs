@@ -34,8 +34,8 @@ use quarry_ports::{
 };
 use quarry_testkit::fakes::{
     CountingConnector, FakeCipher, FakeConnector, FakeContentCache, FakeCredentialStore,
-    FakeHasher, FakeIdempotencyStore, FakeInvalidationBus, FakeListingCache, FakeRegistry,
-    FakeSession, FakeVersionStore, ManualClock,
+    FakeHasher, FakeIdempotencyStore, FakeInvalidationBus, FakeListingCache, FakeOAuth,
+    FakeRegistry, FakeSession, FakeVersionStore, ManualClock,
 };
 use quarry_usecases::{Ports, ResourceService, ServiceOptions, Supervision};
 
@@ -113,6 +113,7 @@ pub(crate) fn ports(
         clock,
         credentials: Arc::new(FakeCredentialStore::default()),
         cipher: Arc::new(FakeCipher::default()),
+        oauth: Arc::new(FakeOAuth::default()),
     }
 }
 

@@ -14,7 +14,7 @@ fn refusing(
     let attempts = Arc::new(AtomicU32::new(0));
     let seen = attempts.clone();
     let mut connector = MockUpstreamConnector::new();
-    connector.expect_connect().returning(move |_, _, _| {
+    connector.expect_connect().returning(move |_, _, _, _| {
         seen.fetch_add(1, Ordering::SeqCst);
         Err(UpstreamError::Unreachable("connection refused".into()))
     });
@@ -76,7 +76,7 @@ fn always_down(jitter: f64) -> (Arc<ResourceService>, Arc<Mutex<Vec<tokio::time:
     let attempts: Arc<Mutex<Vec<tokio::time::Instant>>> = Arc::default();
     let seen = attempts.clone();
     let mut connector = MockUpstreamConnector::new();
-    connector.expect_connect().returning(move |_, _, _| {
+    connector.expect_connect().returning(move |_, _, _, _| {
         seen.lock().unwrap().push(tokio::time::Instant::now());
         Err(UpstreamError::Unreachable("connection refused".into()))
     });
