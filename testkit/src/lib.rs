@@ -10,6 +10,7 @@ pub mod contract;
 pub mod fakes;
 pub mod fixture;
 pub mod hostile;
+pub mod oauth;
 pub mod peers;
 pub mod procs;
 pub mod tls;

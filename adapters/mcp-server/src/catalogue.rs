@@ -21,7 +21,7 @@ pub const REMOVE_SERVER_TOOL: &str = "remove_mcp_server";
 
 mod auth;
 
-pub(crate) use auth::{CONFIGURE_AUTH_TOOL, REMOVE_AUTH_TOOL, TEST_AUTH_TOOL};
+pub(crate) use auth::{CONFIGURE_AUTH_TOOL, REFRESH_AUTH_TOOL, REMOVE_AUTH_TOOL, TEST_AUTH_TOOL};
 
 const DRAFT: &str = "https://json-schema.org/draft/2020-12/schema";
 /// The `_meta` key under which each tool names the OAuth scope it requires.
@@ -421,6 +421,7 @@ pub fn catalogue() -> Vec<Tool> {
         auth::configure_auth_tool(),
         auth::test_auth_tool(),
         auth::remove_auth_tool(),
+        auth::refresh_auth_tool(),
     ]
 }
 

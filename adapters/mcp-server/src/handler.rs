@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 use crate::{
     args,
     catalogue::{
-        ADD_SERVER_TOOL, CONFIGURE_AUTH_TOOL, LIST_TOOL, PURGE_TOOL, READ_TOOL, REMOVE_AUTH_TOOL,
-        REMOVE_SERVER_TOOL, TEST_AUTH_TOOL, VERSIONS_TOOL, catalogue,
+        ADD_SERVER_TOOL, CONFIGURE_AUTH_TOOL, LIST_TOOL, PURGE_TOOL, READ_TOOL, REFRESH_AUTH_TOOL,
+        REMOVE_AUTH_TOOL, REMOVE_SERVER_TOOL, TEST_AUTH_TOOL, VERSIONS_TOOL, catalogue,
     },
 };
 
@@ -158,6 +158,12 @@ impl GatewayServer {
                 let (server, _, _) = args::auth_server(tool, arguments)?;
                 self.gateway.test_auth(server).await?
             }
+            REFRESH_AUTH_TOOL => {
+                let (server, _, key) = args::auth_server(tool, arguments)?;
+                self.gateway
+                    .refresh_auth(server, Requester::Agent, key)
+                    .await?
+            }
             _ => {
                 let (server, force, key) = args::auth_server(tool, arguments)?;
                 self.gateway
@@ -288,7 +294,7 @@ impl ServerHandler for GatewayServer {
                 .call_remove_server(request.arguments)
                 .await
                 .map_err(|e| (e, None)),
-            CONFIGURE_AUTH_TOOL | TEST_AUTH_TOOL | REMOVE_AUTH_TOOL => self
+            CONFIGURE_AUTH_TOOL | TEST_AUTH_TOOL | REMOVE_AUTH_TOOL | REFRESH_AUTH_TOOL => self
                 .call_auth(&request.name, request.arguments)
                 .await
                 .map_err(|e| (e, None)),

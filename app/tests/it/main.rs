@@ -10,6 +10,7 @@ mod cli;
 mod hostile;
 mod hostile_http;
 mod inputs;
+mod oauth;
 mod peers;
 mod readpath;
 mod registry;

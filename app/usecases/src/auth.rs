@@ -123,6 +123,14 @@ impl ResourceService {
         }
         let server = upstream.name();
         match self.vault.credential(&upstream.settings.spec).await {
+            // An OAuth credential is valid only while its tokens can be had without a person.
+            Ok(Some(_)) if upstream.needs_sign_in() => Err(Error::new(
+                ErrorCode::E005,
+                format!(
+                    "{uri} is protected and the OAuth grant of server '{server}' needs a new \
+                     sign-in (quarry auth login {server})"
+                ),
+            )),
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(Error::new(
                 ErrorCode::E005,

@@ -349,7 +349,7 @@ impl Upstream {
             .breaker
             .open_until(self.wiring.clock.monotonic())
             .is_some();
-        let signing_in = lock(&self.tokens).as_ref().is_some_and(|t| t.needs_login());
+        let signing_in = self.needs_sign_in();
         let status = match (r.connected, &r.last_error) {
             // A person has to sign in again before requests can succeed.
             _ if signing_in => ConnectionStatus::Authenticating,

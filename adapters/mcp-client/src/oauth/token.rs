@@ -46,12 +46,18 @@ async fn endpoint_for(
     if let (Some(url), Some(issuer)) = (&credential.token_endpoint, &credential.issuer)
         && credential.token_endpoint_auth_method.is_some()
     {
+        // The resource indicator goes with every token request (RFC 8707): the one discovered,
+        // else the server's own URL.
+        let resource = match &credential.resource {
+            Some(r) => r.clone(),
+            None => discovery::canonical(&discovery::server_url(spec)?),
+        };
         return Ok((
             TokenEndpoint {
                 url: url.clone(),
                 issuer: issuer.clone(),
                 methods: Vec::new(),
-                resource: credential.resource.clone(),
+                resource: Some(resource),
             },
             None,
         ));

@@ -8,7 +8,7 @@ use quarry_domain::{
 use serde_json::{Value, json};
 
 use super::*;
-use crate::catalogue::{CONFIGURE_AUTH_TOOL, REMOVE_AUTH_TOOL, TEST_AUTH_TOOL};
+use crate::catalogue::{CONFIGURE_AUTH_TOOL, REFRESH_AUTH_TOOL, REMOVE_AUTH_TOOL, TEST_AUTH_TOOL};
 
 fn validator(schema: &JsonObject) -> jsonschema::Validator {
     assert_eq!(schema.get("$schema"), Some(&json!(DRAFT)));
@@ -44,7 +44,8 @@ fn annotations_and_scopes_match_what_each_tool_does() {
             REMOVE_SERVER_TOOL,
             CONFIGURE_AUTH_TOOL,
             TEST_AUTH_TOOL,
-            REMOVE_AUTH_TOOL
+            REMOVE_AUTH_TOOL,
+            REFRESH_AUTH_TOOL
         ]
     );
     for t in catalogue() {
@@ -58,6 +59,7 @@ fn annotations_and_scopes_match_what_each_tool_does() {
             CONFIGURE_AUTH_TOOL => (false, false, true, "servers:admin"),
             TEST_AUTH_TOOL => (true, false, true, "servers:admin"),
             REMOVE_AUTH_TOOL => (false, true, false, "servers:admin"),
+            REFRESH_AUTH_TOOL => (false, false, true, "servers:admin"),
             other => panic!("unexpected tool {other}"),
         };
         assert_eq!(a.read_only_hint, Some(read_only), "{}", t.name);
@@ -293,6 +295,8 @@ fn the_auth_tools_take_the_specs_requests_and_return_auth_results() {
         (CONFIGURE_AUTH_TOOL, &configured),
         (CONFIGURE_AUTH_TOOL, &failed),
         (REMOVE_AUTH_TOOL, &configured),
+        (REFRESH_AUTH_TOOL, &tested),
+        (REFRESH_AUTH_TOOL, &failed),
     ] {
         let schema = validator(tool(name).output_schema.as_ref().unwrap());
         let value = serde_json::to_value(result).unwrap();

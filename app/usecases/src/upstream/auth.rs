@@ -68,6 +68,11 @@ impl Upstream {
         Some(tokens.clone())
     }
 
+    /// True while its OAuth tokens can be had only through a new sign-in.
+    pub(crate) fn needs_sign_in(&self) -> bool {
+        lock(&self.tokens).as_ref().is_some_and(|t| t.needs_login())
+    }
+
     /// The authorization-code flow for this server with `credential`'s client.
     pub(crate) async fn sign_in(
         &self,

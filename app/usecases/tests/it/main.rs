@@ -12,6 +12,7 @@ mod list;
 mod read;
 mod stampede;
 mod supervision;
+mod tokens;
 mod vault;
 
 use std::{
