@@ -48,7 +48,9 @@ mod serve;
 
 pub use args::FixtureArgs;
 pub use content::{SNOW, big_text, blob_bytes, counter_text, hello_text, item_text, sized_text};
-pub use serve::{HttpFixture, program, serve_http, serve_http_oauth, serve_https, serve_stdio};
+pub use serve::{
+    HttpFixture, program, serve_http, serve_http_oauth, serve_https, serve_https_oauth, serve_stdio,
+};
 
 /// A client's subscription: the URI and the session to notify.
 type Subscription = (String, Peer<RoleServer>);

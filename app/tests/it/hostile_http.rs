@@ -1,6 +1,6 @@
 //! The hostile upstreams of `hostile.rs` over streamable HTTP: stray ids, malformed listing
 //! entries, answers that do not parse, are cut off, are too large or never come each fail only
-//! their own request, at once, and open no circuit.
+//! their own request, at once, and open no circuit; a redirect elsewhere is not followed.
 
 use std::time::{Duration, Instant};
 
@@ -155,4 +155,61 @@ async fn rc_4_over_limit_http_content_is_refused_at_once_within_twice_the_limit(
     let client = gateway(dir.path(), &config).await;
     refuses_over_limit_content(&client, gateway_pid(dir.path()), 4 * 1024 * 1024).await;
     client.cancel().await.unwrap();
+}
+
+/// A loopback HTTP server that answers every request with `response`, counting requests and
+/// keeping the last one's head.
+async fn canned(response: String) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let heads = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut buf = vec![0u8; 64 * 1024];
+            let n = stream.read(&mut buf).await.unwrap_or(0);
+            heads
+                .lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            let _ = stream.write_all(response.as_bytes()).await;
+        }
+    });
+    (url, seen)
+}
+
+// traces: UC-5 — an upstream that redirects to another origin does not get Quarry's credential
+// replayed there: the redirect is not followed (the read fails, E003), and the other origin
+// receives nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn uc_5_credentials_are_not_replayed_to_a_redirect_target() {
+    let (elsewhere, reached) =
+        canned("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into()).await;
+    let (redirecting, asked) = canned(format!(
+        "HTTP/1.1 307 Temporary Redirect\r\nLocation: {elsewhere}/mcp\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    ))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = http_server("notes", &format!("{redirecting}/mcp")) + "retry_attempts = 0\n";
+    std::fs::write(dir.path().join("quarry.toml"), &config).unwrap();
+    crate::auth::store_key(dir.path(), "notes");
+    let client = gateway(dir.path(), &config).await;
+    let (code, message) = call_error(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://notes/fixture_3A//text/hello.txt"}),
+    )
+    .await;
+    assert_eq!(code, "E003", "{message}");
+    client.cancel().await.unwrap();
+    let asked = asked.lock().unwrap().clone();
+    assert!(
+        asked.iter().any(|head| head.contains(crate::auth::KEY)),
+        "the upstream itself got the key: {asked:?}"
+    );
+    assert!(
+        reached.lock().unwrap().is_empty(),
+        "the redirect was followed"
+    );
 }

@@ -132,3 +132,68 @@ async fn upstream_https_needs_tls_1_3_unless_a_server_allows_1_2() {
     assert!(message.contains("not trusted"), "{message}");
     client.cancel().await.unwrap();
 }
+
+// traces: REQ-071-038, REQ-071-042, REQ-071-044 — OAuth 2 over HTTPS through the tools: an agent
+// gives `mcp_auth_configure` a machine client (client credentials); the connection test
+// discovers the authorization server from the server's 401, obtains a token and reads; a wrong
+// secret is E005. The secret is never echoed back.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oauth_token_authenticates_to_an_https_upstream() {
+    use quarry_testkit::oauth::{CLIENT_ID, CLIENT_SECRET, TestAuthServer};
+    let pki = TestPki::new();
+    let auth = TestAuthServer::start().await.unwrap();
+    let notes = fixture::serve_https_oauth(
+        FixtureArgs {
+            name: "notes".into(),
+            ..FixtureArgs::default()
+        },
+        &ServerTls {
+            pki: pki.clone(),
+            require_client_cert: false,
+            tls12_only: false,
+        },
+        &auth,
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = section(
+        dir.path(),
+        &pki,
+        &notes.url,
+        "oauth_allow_private_network = true",
+    );
+    let client = gateway(dir.path(), &config).await;
+    let (code, message) =
+        call_error(&client, "read_mcp_resource", json!({"resource_uri": NOTE})).await;
+    assert_eq!(code, "E005", "{message}");
+
+    let (code, message) = call_error(
+        &client,
+        "mcp_auth_configure",
+        json!({"server": "notes", "auth_type": "oauth2", "credentials": {
+            "grant_type": "client_credentials", "client_id": CLIENT_ID, "client_secret": "wrong"}}),
+    )
+    .await;
+    assert_eq!(code, "E005", "{message}");
+    assert!(message.contains("invalid_client"), "{message}");
+
+    let configured = call(
+        &client,
+        "mcp_auth_configure",
+        json!({"server": "notes", "auth_type": "oauth2", "credentials": {
+            "grant_type": "client_credentials", "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}}),
+    )
+    .await;
+    assert_eq!(configured["connection_status"], "connected", "{configured}");
+    assert!(!configured.to_string().contains(CLIENT_SECRET));
+    let read = call(&client, "read_mcp_resource", json!({"resource_uri": NOTE})).await;
+    assert_eq!(read["content"], "Hello from notes!\n");
+    let refreshed = call(&client, "mcp_auth_refresh", json!({"server": "notes"})).await;
+    assert_eq!(refreshed["connection_status"], "connected", "{refreshed}");
+    assert!(
+        auth.token_requests() >= 3,
+        "the wrong secret, the test, the refresh"
+    );
+    client.cancel().await.unwrap();
+}

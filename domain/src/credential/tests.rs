@@ -18,6 +18,11 @@ fn uc_10_credentials_print_as_a_redaction() {
     for auth in [
         parse("api_key", json!({"key": CANARY})).unwrap(),
         parse("bearer_token", json!({"token": CANARY})).unwrap(),
+        parse(
+            "oauth2",
+            json!({"client_id": "c", "client_secret": CANARY, "access_token": CANARY, "refresh_token": CANARY}),
+        )
+        .unwrap(),
     ] {
         let printed = format!("{auth:?} {:?}", auth.headers());
         assert!(!printed.contains(CANARY), "{printed}");
@@ -51,12 +56,77 @@ fn uc_11_credentials_are_validated_before_storage() {
         ("bearer_token", json!({"key": CANARY})),
         ("bearer_token", json!({"token": format!("{CANARY} two")})),
         ("kerberos", json!({"token": CANARY})),
+        // OAuth 2: a machine client needs an id and a secret or key; URLs are https (http only
+        // to this machine); a key is PEM; fields are bounded and known.
+        (
+            "oauth2",
+            json!({"grant_type": "client_credentials", "client_secret": CANARY}),
+        ),
+        (
+            "oauth2",
+            json!({"grant_type": "client_credentials", "client_id": "c"}),
+        ),
+        (
+            "oauth2",
+            json!({"grant_type": "implicit", "client_id": "c"}),
+        ),
+        (
+            "oauth2",
+            json!({"token_endpoint": "http://as.example/token", "refresh_token": CANARY}),
+        ),
+        (
+            "oauth2",
+            json!({"issuer": "ftp://as.example", "refresh_token": CANARY}),
+        ),
+        (
+            "oauth2",
+            json!({"client_metadata_url": "http://127.0.0.1/client.json"}),
+        ),
+        (
+            "oauth2",
+            json!({"token_endpoint_auth_method": "private_key_jwt", "client_secret": CANARY}),
+        ),
+        ("oauth2", json!({"private_key": CANARY})),
+        ("oauth2", json!({"scope": "s".repeat(2049)})),
+        ("oauth2", json!({"refresh_token": format!("{CANARY}\n")})),
+        ("oauth2", json!({"expires_at": "tomorrow"})),
+        ("oauth2", json!({"client_secrett": CANARY})),
     ];
     for (auth_type, credentials) in bad {
         let e = parse(auth_type, credentials.clone()).unwrap_err();
         assert_eq!(e.code(), ErrorCode::E001, "{auth_type} {credentials}");
         assert!(!e.message().contains(CANARY), "{}", e.message());
     }
+}
+
+// traces: REQ-071-038, UC-11 — an OAuth 2 credential round-trips through the vault's plaintext;
+// http endpoints are accepted for this machine only; its tokens go in no static header (the
+// connection asks the token holder for the current one).
+#[test]
+fn an_oauth_credential_round_trips_and_sends_no_static_header() {
+    let auth = parse(
+        "oauth2",
+        json!({
+            "grant_type": "client_credentials",
+            "client_id": "machine",
+            "client_secret": CANARY,
+            "scope": "files:read",
+            "token_endpoint": "http://127.0.0.1:9/token",
+            "issuer": "https://as.example",
+            "access_token": "at-1",
+            "expires_at": 1_800_000_000,
+        }),
+    )
+    .unwrap();
+    assert!(auth.headers().is_empty());
+    let back = UpstreamAuth::from_plaintext(AuthType::OAuth2, &auth.to_plaintext()).unwrap();
+    assert_eq!(back, auth);
+    let UpstreamAuth::OAuth2(oauth) = back else {
+        panic!("not OAuth")
+    };
+    assert!(oauth.renews_alone());
+    assert!(!oauth.needs_renewal(1_800_000_000 - 61, 60));
+    assert!(oauth.needs_renewal(1_800_000_000 - 60, 60));
 }
 
 // traces: REQ-071-037, REQ-071-040 — an API key goes in its header (X-API-Key unless named),
