@@ -11,6 +11,7 @@ mod content;
 mod credential;
 mod error;
 mod idempotency;
+mod policy;
 mod principal;
 mod protection;
 mod query;
@@ -32,6 +33,7 @@ pub use credential::{
 };
 pub use error::{Error, ErrorCode};
 pub use idempotency::{IdempotencyKey, Payload};
+pub use policy::{Decision, PolicyRequest};
 pub use principal::Principal;
 pub use protection::{MAX_PATTERNS, Protection};
 pub use query::{ListQuery, Listed, Page, PageLimit, ServerSelector, sort_and_page};

@@ -12,6 +12,7 @@ mod hashing;
 mod key;
 mod listings;
 mod oauth;
+mod policy;
 mod registry;
 mod upstream;
 mod vault;
@@ -26,6 +27,7 @@ pub use hashing::ContentHasher;
 pub use key::ResourceKey;
 pub use listings::{CachedListing, InvalidationBus, ListedEntry, ListingCache};
 pub use oauth::{AccessTokens, Browser, Challenge, OAuthClient, OAuthFailure};
+pub use policy::{PolicyEngine, PolicyUnavailable};
 pub use registry::{IdempotencyStore, Remembered, Reservation, ServerRegistry};
 pub use upstream::{
     Fetched, UpstreamConnector, UpstreamError, UpstreamListing, UpstreamObserver, UpstreamResource,
@@ -46,6 +48,8 @@ pub use hashing::MockContentHasher;
 pub use listings::{MockInvalidationBus, MockListingCache};
 #[cfg(feature = "mocks")]
 pub use oauth::MockAccessTokens;
+#[cfg(feature = "mocks")]
+pub use policy::MockPolicyEngine;
 #[cfg(feature = "mocks")]
 pub use registry::{MockIdempotencyStore, MockServerRegistry};
 #[cfg(feature = "mocks")]

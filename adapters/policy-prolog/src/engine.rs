@@ -1,0 +1,257 @@
+//! The gateway's side: [`PrologPolicy`] starts worker processes, loads the policy into them,
+//! and asks them for decisions, each within a wall-clock budget. A worker that dies, hangs or
+//! answers nonsense is killed and replaced (with backoff); until one answers, every decision is
+//! refused as unavailable (the gateway denies). Workers are recycled after a number of
+//! decisions, since a machine's memory grows with every query.
+
+use std::{
+    ffi::OsString,
+    path::PathBuf,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use async_trait::async_trait;
+use quarry_domain::{Decision, PolicyRequest, sanitize_label};
+use quarry_ports::{PolicyEngine, PolicyUnavailable};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines},
+    process::{Child, ChildStdin, ChildStdout, Command},
+};
+
+use crate::worker::{Answer, Ask, MARKER_ENV};
+
+/// How long loading a policy may take.
+const LOAD_BUDGET: Duration = Duration::from_secs(10);
+/// The longest wait before trying a new worker after failures.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// How to run a worker: the program and its arguments (`quarry policy-worker`).
+#[derive(Debug, Clone)]
+pub struct WorkerCommand {
+    /// The program.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+}
+
+#[derive(Debug)]
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    marker: String,
+    decisions: u32,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    worker: Option<Worker>,
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+/// The policy engine: the loaded policy, in supervised worker processes.
+#[derive(Debug)]
+pub struct PrologPolicy {
+    command: WorkerCommand,
+    program: String,
+    budget: Duration,
+    recycle_after: u32,
+    state: tokio::sync::Mutex<State>,
+}
+
+fn marker() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    format!("QUARRY-POLICY-{:016x}", h.finish())
+}
+
+impl Worker {
+    async fn spawn(command: &WorkerCommand) -> Result<Self, String> {
+        let marker = marker();
+        let mut child = Command::new(&command.program)
+            .args(&command.args)
+            .env_clear()
+            .env(MARKER_ENV, &marker)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start the policy worker: {e}"))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err("the policy worker has no pipes".into());
+        };
+        Ok(Self {
+            child,
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+            marker,
+            decisions: 0,
+        })
+    }
+
+    /// Sends `ask` and reads its answer, skipping anything else the worker printed.
+    async fn ask(&mut self, ask: &Ask, budget: Duration) -> Result<Answer, String> {
+        let mut line = serde_json::to_string(ask).map_err(|e| e.to_string())?;
+        line.push('\n');
+        let exchange = async {
+            self.stdin
+                .write_all(line.as_bytes())
+                .await
+                .map_err(|e| format!("the policy worker is gone: {e}"))?;
+            self.stdin.flush().await.map_err(|e| e.to_string())?;
+            loop {
+                let Some(out) = self.lines.next_line().await.map_err(|e| e.to_string())? else {
+                    return Err("the policy worker exited".to_owned());
+                };
+                match out.strip_prefix(&self.marker) {
+                    Some(json) => {
+                        return serde_json::from_str(json.trim_start())
+                            .map_err(|e| format!("the policy worker answered nonsense: {e}"));
+                    }
+                    None => tracing::debug!(
+                        "policy worker printed: {}",
+                        sanitize_label(&out.chars().take(200).collect::<String>())
+                    ),
+                }
+            }
+        };
+        tokio::time::timeout(budget, exchange)
+            .await
+            .map_err(|_| format!("no answer within {} ms", budget.as_millis()))?
+    }
+
+    async fn load(command: &WorkerCommand, program: &str) -> Result<Self, String> {
+        let mut worker = Self::spawn(command).await?;
+        let ask = Ask::Load {
+            program: program.to_owned(),
+        };
+        match worker.ask(&ask, LOAD_BUDGET).await {
+            Ok(Answer::Loaded) => Ok(worker),
+            Ok(Answer::Refused { why }) => Err(why),
+            Ok(other) => Err(format!("unexpected answer to loading: {other:?}")),
+            Err(why) => {
+                let _ = worker.child.start_kill();
+                Err(format!("the policy could not be loaded: {why}"))
+            }
+        }
+    }
+}
+
+impl PrologPolicy {
+    /// Starts a worker with `program` (the rules and the facts) loaded and checked.
+    ///
+    /// # Errors
+    /// Why the policy cannot be used: it does not parse, a rule calls a predicate nothing
+    /// defines, `decide/4` does not decide, or the worker cannot start.
+    pub async fn start(
+        command: WorkerCommand,
+        program: String,
+        budget: Duration,
+        recycle_after: u32,
+    ) -> Result<Self, String> {
+        let worker = Worker::load(&command, &program).await?;
+        Ok(Self {
+            command,
+            program,
+            budget,
+            recycle_after: recycle_after.max(1),
+            state: tokio::sync::Mutex::new(State {
+                worker: Some(worker),
+                ..State::default()
+            }),
+        })
+    }
+
+    /// Checks `program` in a throw-away worker.
+    ///
+    /// # Errors
+    /// As [`Self::start`].
+    pub async fn check(command: &WorkerCommand, program: &str) -> Result<(), String> {
+        Worker::load(command, program).await.map(drop)
+    }
+
+    /// A worker ready to decide, started if need be.
+    async fn ready<'a>(&self, state: &'a mut State) -> Result<&'a mut Worker, String> {
+        if state
+            .worker
+            .as_ref()
+            .is_some_and(|w| w.decisions >= self.recycle_after)
+        {
+            state.worker = None;
+        }
+        if state.worker.is_none() {
+            if let Some(at) = state.retry_at
+                && Instant::now() < at
+            {
+                return Err("the policy worker failed; the next one starts shortly".into());
+            }
+            match Worker::load(&self.command, &self.program).await {
+                Ok(w) => {
+                    state.worker = Some(w);
+                    state.failures = 0;
+                    state.retry_at = None;
+                }
+                Err(why) => {
+                    state.failures += 1;
+                    let backoff = Duration::from_millis(100)
+                        .saturating_mul(1 << state.failures.min(6))
+                        .min(MAX_BACKOFF);
+                    state.retry_at = Some(Instant::now() + backoff);
+                    return Err(why);
+                }
+            }
+        }
+        state
+            .worker
+            .as_mut()
+            .ok_or_else(|| "no policy worker".to_owned())
+    }
+}
+
+#[async_trait]
+impl PolicyEngine for PrologPolicy {
+    async fn decide(
+        &self,
+        request: &PolicyRequest,
+        context: &[(String, String)],
+    ) -> Result<Decision, PolicyUnavailable> {
+        let mut state = self.state.lock().await;
+        let worker = self.ready(&mut state).await.map_err(PolicyUnavailable)?;
+        worker.decisions += 1;
+        let ask = Ask::Decide {
+            request: request.terms(),
+            context: context.to_vec(),
+        };
+        match worker.ask(&ask, self.budget).await {
+            Ok(Answer::Decided { decision, why }) if decision == "allow" || decision == "deny" => {
+                Ok(Decision {
+                    allowed: decision == "allow",
+                    why,
+                })
+            }
+            Ok(Answer::Decided { why, .. }) => Err(PolicyUnavailable(format!(
+                "the rules raised an error: {}",
+                sanitize_label(&why)
+            ))),
+            Ok(other) => Err(PolicyUnavailable(format!("unexpected answer: {other:?}"))),
+            Err(why) => {
+                // Hung, dead or confused: this worker is done.
+                if let Some(mut w) = state.worker.take() {
+                    let _ = w.child.start_kill();
+                }
+                tracing::warn!("policy worker replaced: {why}");
+                Err(PolicyUnavailable(why))
+            }
+        }
+    }
+}

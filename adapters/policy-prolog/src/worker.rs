@@ -1,0 +1,195 @@
+//! The worker process (`quarry policy-worker`): one scryer-prolog machine, fed JSON lines on
+//! stdin, answering JSON lines on stdout, each prefixed with a marker the gateway chose
+//! (`QUARRY_POLICY_MARKER`), so that anything else the machine prints is told apart and ignored.
+//!
+//! Whatever happens in here — a panic, an abort, an allocation that never ends, output — ends
+//! or pollutes only this process; the gateway restarts it.
+
+use std::io::{BufRead, Write};
+
+use scryer_prolog::{LeafAnswer, Machine, MachineBuilder, Term};
+use serde::{Deserialize, Serialize};
+
+use crate::terms::{atom, show};
+
+/// The environment variable that carries the marker of protocol lines.
+pub(crate) const MARKER_ENV: &str = "QUARRY_POLICY_MARKER";
+
+/// What the gateway asks.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub(crate) enum Ask {
+    /// Consult the rules and facts (once, first).
+    Load { program: String },
+    /// Decide a request.
+    Decide {
+        request: Vec<String>,
+        context: Vec<(String, String)>,
+    },
+}
+
+/// What the worker answers.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub(crate) enum Answer {
+    /// The program is loaded and sound.
+    Loaded,
+    /// The program cannot be used.
+    Refused { why: String },
+    /// A decision: `allow`, `deny` or `error`, and why.
+    Decided { decision: String, why: String },
+}
+
+/// The query for a request: `decide(Context, Kind(Args...), D, W).`, every value a quoted atom.
+pub(crate) fn query(request: &[String], context: &[(String, String)]) -> Option<String> {
+    let (kind, args) = request.split_first()?;
+    if !matches!(kind.as_str(), "access" | "list" | "protected" | "configure") {
+        return None;
+    }
+    let args: Vec<String> = args.iter().map(|a| atom(a)).collect();
+    let context: Vec<String> = context
+        .iter()
+        .map(|(k, v)| format!("{}-{}", atom(k), atom(v)))
+        .collect();
+    Some(format!(
+        "decide([{}], {kind}({}), D, W).",
+        context.join(", "),
+        args.join(", ")
+    ))
+}
+
+/// The first answer of `query` on `machine`: its bindings, or why there are none.
+fn first(
+    machine: &mut Machine,
+    query: &str,
+) -> Result<Option<std::collections::BTreeMap<String, Term>>, String> {
+    match machine.run_query(query.to_owned()).next() {
+        Some(Ok(LeafAnswer::LeafAnswer { bindings, .. })) => Ok(Some(bindings)),
+        Some(Ok(LeafAnswer::True)) => Ok(Some(Default::default())),
+        Some(Ok(LeafAnswer::False)) | None => Ok(None),
+        Some(Ok(LeafAnswer::Exception(e))) | Some(Err(e)) => Err(show(&e)),
+    }
+}
+
+/// Loads `program` into a fresh machine and checks it: `decide/4` answers, and no rule calls a
+/// predicate that nothing defines.
+fn load(program: &str) -> Result<Machine, String> {
+    let mut machine = MachineBuilder::default().build();
+    machine.consult_module_string("user", program.to_owned());
+    let defined = first(&mut machine, "current_predicate(decide/4).")
+        .map_err(|e| format!("the policy does not load ({e}): check its syntax"))?;
+    if defined.is_none() {
+        return Err(
+            "the policy defines no decide/4 (does it include policy/rules.pl, and does it parse?)"
+                .into(),
+        );
+    }
+    if let Some(undefined) = first(&mut machine, "undefined_call(P).")? {
+        let name = undefined.get("P").map(show).unwrap_or_default();
+        return Err(format!(
+            "a rule calls {name}, which no rule or fact defines"
+        ));
+    }
+    // A decision must come back whatever the facts: a policy that throws or loops here is broken.
+    match first(
+        &mut machine,
+        &query(&["configure".into(), "nobody".into()], &[]).unwrap_or_default(),
+    )? {
+        Some(b) if matches!(b.get("D"), Some(Term::Atom(d)) if d == "allow" || d == "deny") => {
+            Ok(machine)
+        }
+        Some(b) => Err(format!(
+            "decide/4 does not decide: {}",
+            b.get("W").map(show).unwrap_or_default()
+        )),
+        None => Err("decide/4 fails instead of deciding".into()),
+    }
+}
+
+/// Runs the worker over stdin and stdout until stdin ends.
+///
+/// # Errors
+/// When stdout cannot be written (the gateway is gone).
+pub fn run_worker() -> std::io::Result<()> {
+    let marker = std::env::var(MARKER_ENV).unwrap_or_default();
+    let stdin = std::io::stdin();
+    let mut machine: Option<Machine> = None;
+    for line in stdin.lock().lines() {
+        let line = line?;
+        let answer = match serde_json::from_str::<Ask>(&line) {
+            Err(e) => Answer::Refused {
+                why: format!("not a request: {e}"),
+            },
+            Ok(Ask::Load { program }) => match load(&program) {
+                Ok(m) => {
+                    machine = Some(m);
+                    Answer::Loaded
+                }
+                Err(why) => Answer::Refused { why },
+            },
+            Ok(Ask::Decide { request, context }) => decide(machine.as_mut(), &request, &context),
+        };
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "{marker} {}",
+            serde_json::to_string(&answer).unwrap_or_default()
+        )?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+fn decide(
+    machine: Option<&mut Machine>,
+    request: &[String],
+    context: &[(String, String)],
+) -> Answer {
+    let error = |why: String| Answer::Decided {
+        decision: "error".into(),
+        why,
+    };
+    let Some(machine) = machine else {
+        return error("no policy is loaded".into());
+    };
+    let Some(query) = query(request, context) else {
+        return error("not a request the policy answers".into());
+    };
+    match first(machine, &query) {
+        Ok(Some(b)) => match (b.get("D"), b.get("W")) {
+            (Some(Term::Atom(d)), why) if matches!(d.as_str(), "allow" | "deny" | "error") => {
+                Answer::Decided {
+                    decision: d.clone(),
+                    why: why.map(show).unwrap_or_default(),
+                }
+            }
+            _ => error("decide/4 answered no decision".into()),
+        },
+        Ok(None) => error("decide/4 failed".into()),
+        Err(e) => error(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_is_built_from_quoted_atoms_only() {
+        let q = query(
+            &[
+                "access".into(),
+                "a').\nhalt.".into(),
+                "docs".into(),
+                "mcp://docs/x".into(),
+            ],
+            &[("transport".into(), "stdio".into())],
+        )
+        .unwrap();
+        assert_eq!(
+            q,
+            "decide(['transport'-'stdio'], access('a\\').\\xa\\halt.', 'docs', 'mcp://docs/x'), D, W)."
+        );
+        assert!(query(&["halt".into()], &[]).is_none());
+    }
+}

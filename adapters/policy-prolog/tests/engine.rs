@@ -1,0 +1,202 @@
+//! The engine against real worker processes: the spec's rules decide and explain; hostile rules
+//! (errors, loops, output, syntax errors, undefined predicates, a crash) deny or are refused,
+//! and the engine comes back.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use quarry_domain::{PolicyRequest, Principal, ServerName};
+use quarry_policy_prolog::{PrologPolicy, SPEC_RULES, WorkerCommand};
+use quarry_ports::PolicyEngine;
+
+fn command() -> WorkerCommand {
+    WorkerCommand {
+        program: env!("CARGO_BIN_EXE_quarry-policy-worker").into(),
+        args: Vec::new(),
+    }
+}
+
+const FACTS: &str = "
+has_permission(alice, mcp_access).
+mcp_server_assignment(alice, [docs]).
+has_permission(root, admin).
+has_permission(root, mcp_admin).
+has_permission(root, mcp_access).
+";
+
+async fn engine(extra: &str) -> PrologPolicy {
+    PrologPolicy::start(
+        command(),
+        format!("{SPEC_RULES}\n{FACTS}\n{extra}"),
+        Duration::from_secs(2),
+        1000,
+    )
+    .await
+    .unwrap()
+}
+
+fn access(agent: &str, server: &str, uri: &str) -> PolicyRequest {
+    PolicyRequest::Access {
+        agent: Principal::new(agent),
+        server: ServerName::parse(server).unwrap(),
+        resource: uri.into(),
+    }
+}
+
+// traces: REQ-071-019, PO-1 — the spec's rules: an agent assigned a server reads it, not another;
+// an agent with no facts can do nothing; the explanation names the rule and the facts.
+#[tokio::test]
+async fn the_spec_rules_decide_and_explain() {
+    let policy = engine("").await;
+    let yes = policy
+        .decide(&access("alice", "docs", "mcp://docs/a"), &[])
+        .await
+        .unwrap();
+    assert!(yes.allowed, "{}", yes.why);
+    assert!(
+        yes.why.contains("may_access_mcp/3")
+            && yes.why.contains("has_permission(alice, mcp_access)"),
+        "{}",
+        yes.why
+    );
+    let no = policy
+        .decide(&access("alice", "wiki", "mcp://wiki/a"), &[])
+        .await
+        .unwrap();
+    assert!(!no.allowed);
+    assert!(no.why.contains("authorized_server"), "{}", no.why);
+    let nobody = policy
+        .decide(&access("mallory", "docs", "mcp://docs/a"), &[])
+        .await
+        .unwrap();
+    assert!(!nobody.allowed, "{}", nobody.why);
+    let admin = policy
+        .decide(&access("root", "wiki", "mcp://wiki/a"), &[])
+        .await
+        .unwrap();
+    assert!(admin.allowed, "{}", admin.why);
+    let protected = [("protected".to_owned(), "true".to_owned())];
+    let locked = policy
+        .decide(&access("alice", "docs", "mcp://docs/a"), &protected)
+        .await
+        .unwrap();
+    assert!(!locked.allowed, "{}", locked.why);
+}
+
+// traces: PO-3 — quotes, parentheses, dots, `:-` and newlines in an agent id or URI are data:
+// the decision is the one for an agent of that name, which has no facts.
+#[tokio::test]
+async fn po_3_hostile_inputs_cannot_change_a_decision() {
+    let policy = engine("").await;
+    for agent in [
+        "alice') ; true ; ('",
+        "alice'), has_permission(x, y",
+        "a.\nhas_permission(_, _) :- true.",
+        "alice\\",
+        "'",
+    ] {
+        let d = policy
+            .decide(&access(agent, "docs", "mcp://docs/a"), &[])
+            .await
+            .unwrap();
+        assert!(!d.allowed, "{agent:?}: {}", d.why);
+    }
+    let d = policy
+        .decide(&access("alice", "docs", "mcp://docs/') :- true. x('"), &[])
+        .await
+        .unwrap();
+    assert!(d.allowed, "the URI is only a resource: {}", d.why);
+}
+
+// traces: PO-2 — rules that throw, loop, recurse without end or print to stdout deny within the
+// budget (unavailable: E011), and the engine keeps deciding other requests.
+#[tokio::test]
+async fn po_2_hostile_rules_deny_within_the_budget_and_the_engine_goes_on() {
+    let hostile = "
+has_permission(thrower, mcp_access) :- throw(boom).
+has_permission(looper, mcp_access) :- looping.
+looping :- looping.
+has_permission(deep, mcp_access) :- deep(0).
+deep(N) :- M is N + 1, deep(M), true.
+has_permission(printer, mcp_access) :- write(hello), nl, fail.
+";
+    let policy = engine(hostile).await;
+    for agent in ["thrower", "looper", "deep"] {
+        let started = std::time::Instant::now();
+        let outcome = policy
+            .decide(&access(agent, "docs", "mcp://docs/a"), &[])
+            .await;
+        assert!(outcome.is_err(), "{agent}: {outcome:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{agent} took {:?}",
+            started.elapsed()
+        );
+        let fine = policy
+            .decide(&access("alice", "docs", "mcp://docs/a"), &[])
+            .await
+            .unwrap();
+        assert!(fine.allowed, "after {agent}: {}", fine.why);
+    }
+    let printed = policy
+        .decide(&access("printer", "docs", "mcp://docs/a"), &[])
+        .await
+        .unwrap();
+    assert!(!printed.allowed);
+}
+
+// traces: PO-6 — a policy that does not parse, or calls a predicate nothing defines, is refused
+// when loaded, naming the predicate.
+#[tokio::test]
+async fn po_6_broken_policies_are_refused_at_load() {
+    let undefined = PrologPolicy::check(
+        &command(),
+        &format!("{SPEC_RULES}\nhas_permission(bob, mcp_access) :- in_office_hours(bob).\n"),
+    )
+    .await
+    .unwrap_err();
+    assert!(undefined.contains("in_office_hours/1"), "{undefined}");
+    let broken = PrologPolicy::check(&command(), "this is not prolog ((")
+        .await
+        .unwrap_err();
+    assert!(
+        broken.contains("does not load") || broken.contains("decide/4"),
+        "{broken}"
+    );
+    PrologPolicy::check(&command(), &format!("{SPEC_RULES}\n{FACTS}"))
+        .await
+        .unwrap();
+}
+
+// A worker that does not answer within the budget is killed and replaced: that decision is
+// unavailable, the next one is answered by a new worker.
+#[tokio::test]
+async fn a_worker_past_its_budget_is_replaced() {
+    let policy = PrologPolicy::start(
+        command(),
+        format!("{SPEC_RULES}\n{FACTS}\nhas_permission(slow, mcp_access) :- deep(0).\ndeep(N) :- M is N + 1, deep(M), true.\n"),
+        Duration::from_millis(20),
+        1000,
+    )
+    .await
+    .unwrap();
+    let slow = policy
+        .decide(&access("slow", "docs", "mcp://docs/a"), &[])
+        .await;
+    assert!(slow.unwrap_err().0.contains("no answer within"));
+    let mut answered = None;
+    for _ in 0..50 {
+        match policy
+            .decide(&access("alice", "docs", "mcp://docs/a"), &[])
+            .await
+        {
+            Ok(d) => {
+                answered = Some(d);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    assert!(answered.expect("a new worker answers").allowed);
+}

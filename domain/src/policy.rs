@@ -1,0 +1,70 @@
+//! Policy requests and decisions: what the gateway asks its access rules, and what they answer.
+
+use crate::{Principal, ServerName};
+
+/// What an agent wants to do.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PolicyRequest {
+    /// Read `resource` (a gateway URI) of `server` (`may_access_mcp`).
+    Access {
+        /// Who asks.
+        agent: Principal,
+        /// The server.
+        server: ServerName,
+        /// The gateway URI, after any rewriting (the exact URI read).
+        resource: String,
+    },
+    /// List `server`'s resources (`may_list_resources`).
+    List {
+        /// Who asks.
+        agent: Principal,
+        /// The server.
+        server: ServerName,
+    },
+    /// Read a protected resource (`may_read_protected_resource`).
+    Protected {
+        /// Who asks.
+        agent: Principal,
+        /// The gateway URI.
+        resource: String,
+    },
+    /// Change servers or credentials (`may_configure_mcp`).
+    Configure {
+        /// Who asks.
+        agent: Principal,
+    },
+}
+
+impl PolicyRequest {
+    /// The request as the rules take it: its kind, then its arguments.
+    pub fn terms(&self) -> Vec<String> {
+        match self {
+            Self::Access {
+                agent,
+                server,
+                resource,
+            } => vec![
+                "access".into(),
+                agent.as_str().into(),
+                server.as_str().into(),
+                resource.clone(),
+            ],
+            Self::List { agent, server } => {
+                vec!["list".into(), agent.as_str().into(), server.as_str().into()]
+            }
+            Self::Protected { agent, resource } => {
+                vec!["protected".into(), agent.as_str().into(), resource.clone()]
+            }
+            Self::Configure { agent } => vec!["configure".into(), agent.as_str().into()],
+        }
+    }
+}
+
+/// What the rules answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// True when a rule allows the request.
+    pub allowed: bool,
+    /// Which rule allowed it and with which facts, or what each rule that could have was missing.
+    pub why: String,
+}
