@@ -3,6 +3,7 @@
 mod auth;
 mod commands;
 mod oauth;
+mod policy;
 mod signal;
 
 use std::path::PathBuf;
@@ -63,6 +64,12 @@ pub enum Command {
     Auth(auth::AuthArgs),
     /// Manage the vault that keeps upstream credentials encrypted: rotate its key.
     Vault(auth::VaultArgs),
+    /// Work on the access policy: decide a request and see why, run the golden cases, check a
+    /// policy before deploying it.
+    Policy(policy::PolicyArgs),
+    /// Run a policy worker (JSON lines on stdin and stdout); the gateway starts these itself.
+    #[command(hide = true)]
+    PolicyWorker,
     /// Run a self-contained demo: two fixture upstreams (stdio and HTTP), a listing across both,
     /// and one resource read twice, the second time from cache. Needs nothing but this binary.
     #[cfg(feature = "demo")]
@@ -212,6 +219,9 @@ pub struct FixtureCommand {
 impl Command {
     /// True for the commands that bring their own upstreams and read no configuration.
     pub fn is_self_contained(&self) -> bool {
+        if matches!(self, Self::PolicyWorker) {
+            return true;
+        }
         #[cfg(feature = "demo")]
         if matches!(self, Self::Fixture(_) | Self::Demo(_)) {
             return true;
@@ -266,6 +276,8 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
         }) => oauth::probe(&settings, probe, json).await,
         Command::Auth(args) => with_service(&settings, |s| auth::run(s, args)).await,
         Command::Vault(args) => with_service(&settings, |s| auth::vault(s, args)).await,
+        Command::Policy(args) => policy::run(&settings, args).await,
+        Command::PolicyWorker => Ok(compose::policy_worker()?),
     }
 }
 

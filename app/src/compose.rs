@@ -5,7 +5,7 @@ use std::{future::Future, sync::Arc};
 
 use quarry_cache_lru::{InMemoryInvalidationBus, InMemoryListingCache, LruContentCache};
 use quarry_crypto_ring::{KeySource, RingCipher, RingHasher};
-use quarry_domain::{Error, ErrorCode, Principal};
+use quarry_domain::{Error, ErrorCode};
 use quarry_mcp_client::{OAuthHttp, RmcpConnector};
 use quarry_mcp_server::ServerOptions;
 use quarry_ports::ResourceGateway;
@@ -14,7 +14,7 @@ use quarry_usecases::{Ports, ResourceService, ServiceOptions};
 
 use crate::{
     clock::SystemClock,
-    config::{Settings, VaultKey},
+    config::{PolicySettings, Settings, VaultKey},
 };
 
 /// How long `quarry auth login` waits for the person to approve the sign-in.
@@ -78,6 +78,103 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
         cipher,
         oauth: Arc::new(OAuthHttp::new(LOGIN_TIMEOUT)),
     })
+}
+
+/// Decisions a policy worker makes before it is replaced by a fresh one (a machine's memory
+/// grows with every query).
+const POLICY_RECYCLE_AFTER: u32 = 100_000;
+
+/// The policy worker's loop (`quarry policy-worker`): JSON lines on stdin and stdout.
+///
+/// # Errors
+/// When stdout cannot be written.
+pub fn policy_worker() -> std::io::Result<()> {
+    quarry_policy_prolog::run_worker()
+}
+
+/// How the gateway starts policy workers: this program, `policy-worker`.
+fn worker_command() -> Result<quarry_policy_prolog::WorkerCommand, Error> {
+    let program = std::env::current_exe().map_err(|e| {
+        Error::new(
+            ErrorCode::E011,
+            format!("cannot find the quarry program to run the policy worker: {e}"),
+        )
+    })?;
+    Ok(quarry_policy_prolog::WorkerCommand {
+        program,
+        args: vec!["policy-worker".into()],
+    })
+}
+
+/// The program a policy's engine loads: its rules (the spec's unless a file is named), its
+/// facts files, the configured agents; `extra_facts` after them (a golden case's facts).
+///
+/// # Errors
+/// E001 when a file cannot be read.
+pub fn policy_program(policy: &PolicySettings, extra_facts: &[String]) -> Result<String, Error> {
+    let (rules, mut facts) = policy.texts()?;
+    facts.extend_from_slice(extra_facts);
+    Ok(quarry_policy_prolog::program(
+        rules.as_deref(),
+        &facts,
+        &policy.agents,
+    ))
+}
+
+/// The policy engine for `program`, its first worker started and the policy checked.
+///
+/// # Errors
+/// E001 saying why the policy cannot be used (it does not parse, calls an undefined predicate,
+/// does not decide); E011 when no worker can start.
+pub async fn policy_engine(
+    program: String,
+    budget: std::time::Duration,
+) -> Result<Arc<dyn quarry_ports::PolicyEngine>, Error> {
+    let engine = quarry_policy_prolog::PrologPolicy::start(
+        worker_command()?,
+        program,
+        budget,
+        POLICY_RECYCLE_AFTER,
+    )
+    .await
+    .map_err(|why| Error::invalid(format!("the policy cannot be used: {why}")))?;
+    Ok(Arc::new(engine))
+}
+
+/// Checks `program` in a throw-away worker.
+///
+/// # Errors
+/// As [`policy_engine`].
+pub async fn lint_policy(program: &str) -> Result<(), Error> {
+    quarry_policy_prolog::PrologPolicy::check(&worker_command()?, program)
+        .await
+        .map_err(|why| Error::invalid(format!("the policy cannot be used: {why}")))
+}
+
+/// The gateway an agent of this process uses: governed by the configured policy, or, with none,
+/// the whole gateway (said on stderr: a personal gateway's agent may do everything).
+///
+/// # Errors
+/// As [`policy_engine`].
+pub async fn agent_gateway(
+    settings: &Settings,
+    service: &Arc<ResourceService>,
+    transport: &str,
+) -> Result<Arc<dyn ResourceGateway>, Error> {
+    let Some(policy) = &settings.policy else {
+        eprintln!(
+            "quarry: no [policy] is configured: the {transport} agent may list, read and change everything (a personal gateway)"
+        );
+        return Ok(service.clone());
+    };
+    let engine = policy_engine(policy_program(policy, &[])?, policy.budget).await?;
+    tracing::info!(agent = %settings.agent, "access is decided by the configured policy");
+    Ok(Arc::new(quarry_usecases::Governed::new(
+        service.clone(),
+        engine,
+        settings.agent.clone(),
+        transport,
+    )))
 }
 
 /// A browser that visits the authorization URL itself (for servers that approve without a
@@ -175,10 +272,10 @@ pub async fn serve_stdio(
         config = %settings.source.as_ref().map_or("(defaults)".into(), |p| p.display().to_string()),
         "serving MCP on stdio"
     );
-    let gateway: Arc<dyn ResourceGateway> = service.clone();
+    let gateway = agent_gateway(settings, &service, "stdio").await?;
     let options = ServerOptions {
         inline_limit: settings.inline_limit_bytes,
-        principal: Principal::local(),
+        principal: settings.agent.clone(),
     };
     let result = quarry_mcp_server::serve_stdio(gateway, options, shutdown).await;
     service.shutdown().await;

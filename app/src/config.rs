@@ -37,6 +37,7 @@
 
 mod env;
 mod file;
+mod policy;
 
 use std::{
     path::{Path, PathBuf},
@@ -50,6 +51,7 @@ use zeroize::Zeroizing;
 pub use env::ENV_OVERRIDES;
 use env::apply_env;
 use file::{File, ServerSection};
+pub use policy::PolicySettings;
 
 /// The file read when no `--config` or `QUARRY_CONFIG` names one and it exists.
 pub const DEFAULT_FILE: &str = "quarry.toml";
@@ -89,6 +91,11 @@ pub struct Settings {
     pub vault_key: VaultKey,
     /// Whether protected resources need a credential for their server to be read.
     pub require_auth_for_protected: bool,
+    /// The access policy (`[policy]`); none: a personal gateway, where the operator's agent may
+    /// do everything.
+    pub policy: Option<PolicySettings>,
+    /// Who a stdio session acts for (`[serve] agent`).
+    pub agent: quarry_domain::Principal,
 }
 
 /// Where the vault's key-encryption key comes from, in order: `QUARRY_VAULT_KEY`, the key file
@@ -276,6 +283,12 @@ impl Settings {
         };
         let classifier = Classifier::new(file.classification.rules)
             .map_err(|e| at(format!("classification.rules: {}", e.message())))?;
+        let policy = file
+            .policy
+            .map(|p| policy::policy_settings(p, source.as_deref().and_then(Path::parent)))
+            .transpose()
+            .map_err(|e| at(e.message().to_owned()))?;
+        let agent = policy::serve_agent(&file.serve).map_err(|e| at(e.message().to_owned()))?;
         Ok(Self {
             source,
             servers,
@@ -299,6 +312,8 @@ impl Settings {
             allow_tool_commands: file.registry.allow_tool_commands,
             vault_key: VaultKey::Ephemeral,
             require_auth_for_protected: file.security.require_auth_for_protected,
+            policy,
+            agent,
         })
     }
 }

@@ -10,6 +10,14 @@ use tracing_subscriber::EnvFilter;
 
 fn main() {
     let cli = Cli::parse();
+    // A policy worker speaks JSON lines on stdio and logs nothing: its own loop, no runtime.
+    if matches!(cli.command, quarry::cli::Command::PolicyWorker) {
+        if let Err(e) = quarry::compose::policy_worker() {
+            eprintln!("quarry policy-worker: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let env = |k: &str| std::env::var(k).ok();
     // The fixture and the demo bring their own upstreams; they read no configuration.
     let settings = if cli.command.is_self_contained() {

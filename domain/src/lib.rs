@@ -33,7 +33,7 @@ pub use credential::{
 };
 pub use error::{Error, ErrorCode};
 pub use idempotency::{IdempotencyKey, Payload};
-pub use policy::{Decision, PolicyRequest};
+pub use policy::{AgentFacts, Decision, PolicyRequest};
 pub use principal::Principal;
 pub use protection::{MAX_PATTERNS, Protection};
 pub use query::{ListQuery, Listed, Page, PageLimit, ServerSelector, sort_and_page};

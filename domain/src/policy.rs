@@ -68,3 +68,18 @@ pub struct Decision {
     /// Which rule allowed it and with which facts, or what each rule that could have was missing.
     pub why: String,
 }
+
+/// What the configuration says of one agent (`[policy.agents.NAME]`), before it becomes facts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AgentFacts {
+    /// The agent.
+    pub agent: String,
+    /// Its permissions (`has_permission`).
+    pub permissions: Vec<String>,
+    /// The servers assigned to it (`mcp_server_assignment`).
+    pub servers: Vec<ServerName>,
+    /// Its access level (`agent_access_level`).
+    pub level: Option<String>,
+    /// Protected resources of its tenant (`resource_belongs_to_tenant`).
+    pub tenant_resources: Vec<String>,
+}

@@ -180,6 +180,11 @@ fn ci() -> Result<()> {
     test.env("QUARRY_PEERS_DIR", &peers)
         .env("QUARRY_FIXTURE_PREBUILT", "1");
     run("tests", test)?;
+    let mut golden = std::process::Command::new(workspace_root().join("target/debug/quarry"));
+    golden
+        .args(["policy", "test"])
+        .arg(workspace_root().join("policy/tests"));
+    run("policy golden cases", golden)?;
     conformance::conformance()?;
     eprintln!("==> ci passed in {:.0}s", started.elapsed().as_secs_f64());
     Ok(())

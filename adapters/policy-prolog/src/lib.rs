@@ -14,3 +14,42 @@ pub use worker::run_worker;
 
 /// The spec's rules as shipped (`policy/rules.pl`): the program every policy starts from.
 pub const SPEC_RULES: &str = include_str!("../../../policy/rules.pl");
+
+/// The program the engine loads: `rules` (the spec's when None), then each facts text, then the
+/// configured agents as facts, every value a quoted atom.
+pub fn program(
+    rules: Option<&str>,
+    facts: &[String],
+    agents: &[quarry_domain::AgentFacts],
+) -> String {
+    use terms::atom;
+    let mut program = rules.unwrap_or(SPEC_RULES).to_owned();
+    for text in facts {
+        program.push('\n');
+        program.push_str(text);
+    }
+    program.push('\n');
+    for a in agents {
+        let who = atom(&a.agent);
+        for p in &a.permissions {
+            program.push_str(&format!("has_permission({who}, {}).\n", atom(p)));
+        }
+        if !a.servers.is_empty() {
+            let servers: Vec<String> = a.servers.iter().map(|s| atom(s.as_str())).collect();
+            program.push_str(&format!(
+                "mcp_server_assignment({who}, [{}]).\n",
+                servers.join(", ")
+            ));
+        }
+        if let Some(level) = &a.level {
+            program.push_str(&format!("agent_access_level({who}, {}).\n", atom(level)));
+        }
+        for uri in &a.tenant_resources {
+            program.push_str(&format!(
+                "resource_belongs_to_tenant({who}, {}).\n",
+                atom(uri)
+            ));
+        }
+    }
+    program
+}

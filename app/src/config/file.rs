@@ -29,6 +29,9 @@ pub(super) struct File {
     pub(super) upstreams: UpstreamsSection,
     #[serde(default)]
     pub(super) registry: RegistrySection,
+    pub(super) policy: Option<super::policy::PolicySection>,
+    #[serde(default)]
+    pub(super) serve: super::policy::ServeSection,
 }
 
 #[derive(Debug, Default, Deserialize)]

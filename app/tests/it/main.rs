@@ -12,6 +12,7 @@ mod hostile_http;
 mod inputs;
 mod oauth;
 mod peers;
+mod policy;
 mod readpath;
 mod registry;
 mod serve;

@@ -106,6 +106,13 @@ impl ResourceService {
             .await
     }
 
+    /// True when the configuration declares `uri` protected.
+    pub(crate) fn is_protected(&self, uri: &ResourceUri) -> bool {
+        self.upstreams
+            .by_name(uri.server())
+            .is_ok_and(|u| u.settings.protection.covers(uri.upstream()))
+    }
+
     /// A protected resource is read only with a credential for its server, checked before each
     /// access (from the cache too) where `security.require_auth_for_protected` is set.
     ///

@@ -17,6 +17,7 @@
 mod auth;
 mod excerpt;
 mod flights;
+mod governed;
 mod idempotency;
 mod invalidation;
 mod list;
@@ -31,6 +32,7 @@ mod upstreams;
 mod vault;
 mod versions;
 
+pub use governed::Governed;
 pub use oauth::SignIn;
 pub use service::{Ports, ResourceService, ServiceOptions, Supervision};
 pub use tokens::ServerTokens;

@@ -44,11 +44,39 @@ impl Listed for Candidate<'_> {
     }
 }
 
+/// Which servers and resources a caller may see (the policy decorator's answer), asked before a
+/// listing is paged so that `total_count` counts only what the caller may read.
+#[async_trait::async_trait]
+pub(crate) trait Visibility: Send + Sync {
+    /// May the caller list `server`?
+    async fn server(&self, server: &ServerName) -> Result<bool, Error>;
+    /// Which of these (server, gateway URI, protected) may the caller read?
+    async fn resources(&self, resources: &[(ServerName, String, bool)])
+    -> Result<Vec<bool>, Error>;
+    /// The error for a server it may not list.
+    fn denied(&self, server: &ServerName) -> Error;
+}
+
 impl ResourceService {
-    /// `list_mcp_resources` and `resources/list`.
-    pub(crate) async fn list(&self, query: ListQuery) -> Result<ListResourcesResult, Error> {
+    /// `list_mcp_resources` and `resources/list`, showing only what `visible` allows.
+    pub(crate) async fn list(
+        &self,
+        query: ListQuery,
+        visible: Option<&dyn Visibility>,
+    ) -> Result<ListResourcesResult, Error> {
         self.sync_registry().await;
-        let selected = self.upstreams.select(query.server.as_ref())?;
+        let mut selected = self.upstreams.select(query.server.as_ref())?;
+        if let Some(v) = visible {
+            let mut shown = Vec::with_capacity(selected.len());
+            for u in selected {
+                if v.server(u.name()).await? {
+                    shown.push(u);
+                } else if query.server.is_some() {
+                    return Err(v.denied(u.name()));
+                }
+            }
+            selected = shown;
+        }
         let listings =
             futures::future::join_all(selected.iter().map(|u| self.list_one(u, query.use_cache)))
                 .await;
@@ -70,12 +98,27 @@ impl ResourceService {
                 Err(_) => partial = true,
             }
         }
-        let candidates: Vec<Candidate<'_>> = held
+        let mut candidates: Vec<Candidate<'_>> = held
             .iter()
             .flat_map(|(upstream, items)| {
                 items.iter().map(move |entry| Candidate { upstream, entry })
             })
             .collect();
+        if let Some(v) = visible {
+            let asked: Vec<(ServerName, String, bool)> = candidates
+                .iter()
+                .map(|c| {
+                    (
+                        c.upstream.name().clone(),
+                        c.entry.gateway_uri.to_string(),
+                        c.upstream.settings.protection.covers(&c.entry.resource.uri),
+                    )
+                })
+                .collect();
+            let keep = v.resources(&asked).await?;
+            let mut keep = keep.into_iter();
+            candidates.retain(|_| keep.next().unwrap_or(false));
+        }
         let page = sort_and_page(candidates, &query);
         let mut versions: HashMap<ServerName, HashMap<String, (VersionNumber, Timestamp)>> =
             HashMap::new();

@@ -242,7 +242,7 @@ impl ResourceService {
 #[async_trait]
 impl ResourceGateway for ResourceService {
     async fn list_resources(&self, query: ListQuery) -> Result<ListResourcesResult, Error> {
-        self.list(query).await
+        self.list(query, None).await
     }
 
     async fn read_resource(&self, request: ReadRequest) -> Result<ReadResourceResult, Error> {
