@@ -134,6 +134,27 @@ assert_context([K-V|Rest]) :-
     assertz(request_context(K, V)),
     assert_context(Rest).
 
+% allowed(+Requests, -Decisions): the decisions alone (allow, deny or error), one per
+% Context-Request pair, without explanations: what the gateway asks for reads and listings.
+allowed([], []).
+allowed([Context-Request|Rest], [Decision|Decisions]) :-
+    catch(allowed_one(Context, Request, Decision), _, Decision = error),
+    allowed(Rest, Decisions).
+
+allowed_one(Context, Request, Decision) :-
+    retractall(request_context(_, _)),
+    assert_context(Context),
+    request_goal(Request, Goal),
+    (   call_with_inference_limit(Goal, 200000, Result)
+    ->  (   Result == inference_limit_exceeded
+        ->  Decision = error
+        ;   Decision = allow
+        )
+    ;   Decision = deny
+    ),
+    !,
+    retractall(request_context(_, _)).
+
 % decide(+Request, -Decision, -Why): never throws, never loops for ever. An error or an exhausted
 % inference budget inside the rules is Decision = error (the gateway denies, E011).
 decide(Request, Decision, Why) :-

@@ -167,7 +167,17 @@ pub async fn agent_gateway(
         );
         return Ok(service.clone());
     };
-    let engine = policy_engine(policy_program(policy, &[])?, policy.budget).await?;
+    let engine = Arc::new(
+        quarry_policy_prolog::ReloadablePolicy::start(
+            worker_command()?,
+            policy_program(policy, &[])?,
+            policy.budget,
+            POLICY_RECYCLE_AFTER,
+        )
+        .await
+        .map_err(|why| Error::invalid(format!("the policy cannot be used: {why}")))?,
+    );
+    watch_policy(policy.clone(), engine.clone());
     tracing::info!(agent = %settings.agent, "access is decided by the configured policy");
     Ok(Arc::new(quarry_usecases::Governed::new(
         service.clone(),
@@ -175,6 +185,46 @@ pub async fn agent_gateway(
         settings.agent.clone(),
         transport,
     )))
+}
+
+/// How often the policy's files are looked at for changes.
+const POLICY_WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Reloads the policy when one of its files changes: the new one is checked and started before
+/// it replaces the old; one that does not load is refused and the old one keeps deciding.
+fn watch_policy(policy: PolicySettings, engine: Arc<quarry_policy_prolog::ReloadablePolicy>) {
+    let files: Vec<std::path::PathBuf> =
+        policy.rules.iter().chain(&policy.facts).cloned().collect();
+    if files.is_empty() {
+        return;
+    }
+    let stamps = move || -> Vec<Option<std::time::SystemTime>> {
+        files
+            .iter()
+            .map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+            .collect()
+    };
+    tokio::spawn(async move {
+        let mut seen = stamps();
+        loop {
+            tokio::time::sleep(POLICY_WATCH_INTERVAL).await;
+            let now = stamps();
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            let outcome = match policy_program(&policy, &[]) {
+                Ok(program) => engine.reload(program).await.map_err(|why| why.to_string()),
+                Err(e) => Err(e.message().to_owned()),
+            };
+            match outcome {
+                Ok(version) => tracing::info!(version, "policy reloaded: its files changed"),
+                Err(why) => tracing::error!(
+                    "the changed policy is refused, the previous one keeps deciding: {why}"
+                ),
+            }
+        }
+    });
 }
 
 /// A browser that visits the authorization URL itself (for servers that approve without a

@@ -24,4 +24,21 @@ pub trait PolicyEngine: Send + Sync + std::fmt::Debug {
         request: &PolicyRequest,
         context: &[(String, String)],
     ) -> Result<Decision, PolicyUnavailable>;
+
+    /// Decides many requests at once, without explanations: `Some(true)` where a rule allows,
+    /// `Some(false)` where none does, `None` where the rules raised an error or ran out of
+    /// inferences. The same rules as [`Self::decide`], so a listing and a read agree.
+    ///
+    /// # Errors
+    /// [`PolicyUnavailable`] when no healthy engine answered in time.
+    async fn allowed(
+        &self,
+        requests: &[(PolicyRequest, Vec<(String, String)>)],
+    ) -> Result<Vec<Option<bool>>, PolicyUnavailable>;
+
+    /// Which policy decides now: it changes when a new policy replaces the old one, so callers
+    /// that cache decisions know to drop them.
+    fn version(&self) -> u64 {
+        0
+    }
 }

@@ -21,6 +21,9 @@ use tokio::{
 
 use crate::worker::{Answer, Ask, MARKER_ENV};
 
+/// Requests asked of a worker in one exchange.
+const BATCH: usize = 500;
+
 /// How long loading a policy may take.
 const LOAD_BUDGET: Duration = Duration::from_secs(10);
 /// The longest wait before trying a new worker after failures.
@@ -218,21 +221,74 @@ impl PrologPolicy {
     }
 }
 
+impl PrologPolicy {
+    /// One exchange with the worker, which is replaced if it fails.
+    async fn exchange(
+        &self,
+        ask: &Ask,
+        decisions: u32,
+        budget: Duration,
+    ) -> Result<Answer, PolicyUnavailable> {
+        let mut state = self.state.lock().await;
+        let worker = self.ready(&mut state).await.map_err(PolicyUnavailable)?;
+        worker.decisions = worker.decisions.saturating_add(decisions);
+        match worker.ask(ask, budget).await {
+            Ok(answer) => Ok(answer),
+            Err(why) => {
+                // Hung, dead or confused: this worker is done.
+                if let Some(mut w) = state.worker.take() {
+                    let _ = w.child.start_kill();
+                }
+                tracing::warn!("policy worker replaced: {why}");
+                Err(PolicyUnavailable(why))
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl PolicyEngine for PrologPolicy {
+    async fn allowed(
+        &self,
+        requests: &[(PolicyRequest, Vec<(String, String)>)],
+    ) -> Result<Vec<Option<bool>>, PolicyUnavailable> {
+        let mut all = Vec::with_capacity(requests.len());
+        for chunk in requests.chunks(BATCH) {
+            let ask = Ask::DecideMany {
+                requests: chunk.iter().map(|(r, c)| (r.terms(), c.clone())).collect(),
+            };
+            let budget = self
+                .budget
+                .saturating_mul(u32::try_from(1 + chunk.len() / 50).unwrap_or(u32::MAX));
+            match self
+                .exchange(&ask, u32::try_from(chunk.len()).unwrap_or(u32::MAX), budget)
+                .await?
+            {
+                Answer::DecidedMany { decisions } if decisions.len() == chunk.len() => {
+                    all.extend(decisions.iter().map(|d| match d.as_str() {
+                        "allow" => Some(true),
+                        "deny" => Some(false),
+                        _ => None,
+                    }));
+                }
+                other => {
+                    return Err(PolicyUnavailable(format!("unexpected answer: {other:?}")));
+                }
+            }
+        }
+        Ok(all)
+    }
+
     async fn decide(
         &self,
         request: &PolicyRequest,
         context: &[(String, String)],
     ) -> Result<Decision, PolicyUnavailable> {
-        let mut state = self.state.lock().await;
-        let worker = self.ready(&mut state).await.map_err(PolicyUnavailable)?;
-        worker.decisions += 1;
         let ask = Ask::Decide {
             request: request.terms(),
             context: context.to_vec(),
         };
-        match worker.ask(&ask, self.budget).await {
+        match self.exchange(&ask, 1, self.budget).await {
             Ok(Answer::Decided { decision, why }) if decision == "allow" || decision == "deny" => {
                 Ok(Decision {
                     allowed: decision == "allow",
@@ -244,14 +300,7 @@ impl PolicyEngine for PrologPolicy {
                 sanitize_label(&why)
             ))),
             Ok(other) => Err(PolicyUnavailable(format!("unexpected answer: {other:?}"))),
-            Err(why) => {
-                // Hung, dead or confused: this worker is done.
-                if let Some(mut w) = state.worker.take() {
-                    let _ = w.child.start_kill();
-                }
-                tracing::warn!("policy worker replaced: {why}");
-                Err(PolicyUnavailable(why))
-            }
+            Err(e) => Err(e),
         }
     }
 }

@@ -6,10 +6,12 @@
 //! query's text is never built from unquoted input.
 
 mod engine;
+mod reload;
 mod terms;
 mod worker;
 
 pub use engine::{PrologPolicy, WorkerCommand};
+pub use reload::ReloadablePolicy;
 pub use worker::run_worker;
 
 /// The spec's rules as shipped (`policy/rules.pl`): the program every policy starts from.

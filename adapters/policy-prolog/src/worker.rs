@@ -15,16 +15,23 @@ use crate::terms::{atom, show};
 /// The environment variable that carries the marker of protocol lines.
 pub(crate) const MARKER_ENV: &str = "QUARRY_POLICY_MARKER";
 
+/// A request as its terms, with its context's key-value pairs.
+pub(crate) type Asked = (Vec<String>, Vec<(String, String)>);
+
 /// What the gateway asks.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum Ask {
     /// Consult the rules and facts (once, first).
     Load { program: String },
-    /// Decide a request.
+    /// Decide a request, with its explanation.
     Decide {
         request: Vec<String>,
         context: Vec<(String, String)>,
+    },
+    /// Decide many requests, without explanations.
+    DecideMany {
+        requests: Vec<Asked>,
     },
 }
 
@@ -38,24 +45,45 @@ pub(crate) enum Answer {
     Refused { why: String },
     /// A decision: `allow`, `deny` or `error`, and why.
     Decided { decision: String, why: String },
+    /// Decisions, in the order asked.
+    DecidedMany { decisions: Vec<String> },
 }
 
-/// The query for a request: `decide(Context, Kind(Args...), D, W).`, every value a quoted atom.
-pub(crate) fn query(request: &[String], context: &[(String, String)]) -> Option<String> {
+/// A request as a term: `Kind(Args...)`, every argument a quoted atom.
+fn request_term(request: &[String]) -> Option<String> {
     let (kind, args) = request.split_first()?;
     if !matches!(kind.as_str(), "access" | "list" | "protected" | "configure") {
         return None;
     }
     let args: Vec<String> = args.iter().map(|a| atom(a)).collect();
-    let context: Vec<String> = context
+    Some(format!("{kind}({})", args.join(", ")))
+}
+
+/// A context as a list term: `['Key'-'Value', ...]`.
+fn context_term(context: &[(String, String)]) -> String {
+    let pairs: Vec<String> = context
         .iter()
         .map(|(k, v)| format!("{}-{}", atom(k), atom(v)))
         .collect();
+    format!("[{}]", pairs.join(", "))
+}
+
+/// The query for a request: `decide(Context, Kind(Args...), D, W).`, every value a quoted atom.
+pub(crate) fn query(request: &[String], context: &[(String, String)]) -> Option<String> {
     Some(format!(
-        "decide([{}], {kind}({}), D, W).",
-        context.join(", "),
-        args.join(", ")
+        "decide({}, {}, D, W).",
+        context_term(context),
+        request_term(request)?
     ))
+}
+
+/// The query for many requests: `allowed([Context-Request, ...], Ds).`.
+fn many_query(requests: &[Asked]) -> Option<String> {
+    let pairs: Option<Vec<String>> = requests
+        .iter()
+        .map(|(r, c)| Some(format!("{}-{}", context_term(c), request_term(r)?)))
+        .collect();
+    Some(format!("allowed([{}], Ds).", pairs?.join(", ")))
 }
 
 /// The first answer of `query` on `machine`: its bindings, or why there are none.
@@ -128,6 +156,7 @@ pub fn run_worker() -> std::io::Result<()> {
                 Err(why) => Answer::Refused { why },
             },
             Ok(Ask::Decide { request, context }) => decide(machine.as_mut(), &request, &context),
+            Ok(Ask::DecideMany { requests }) => decide_many(machine.as_mut(), &requests),
         };
         let mut out = std::io::stdout().lock();
         writeln!(
@@ -167,6 +196,33 @@ fn decide(
         },
         Ok(None) => error("decide/4 failed".into()),
         Err(e) => error(e),
+    }
+}
+
+fn decide_many(
+    machine: Option<&mut Machine>,
+    requests: &[Asked],
+) -> Answer {
+    let all_error = |n: usize| Answer::DecidedMany {
+        decisions: vec!["error".into(); n],
+    };
+    let (Some(machine), Some(query)) = (machine, many_query(requests)) else {
+        return all_error(requests.len());
+    };
+    match first(machine, &query) {
+        Ok(Some(b)) => match b.get("Ds") {
+            Some(Term::List(ds)) if ds.len() == requests.len() => Answer::DecidedMany {
+                decisions: ds
+                    .iter()
+                    .map(|d| match d {
+                        Term::Atom(a) if a == "allow" || a == "deny" => a.clone(),
+                        _ => "error".into(),
+                    })
+                    .collect(),
+            },
+            _ => all_error(requests.len()),
+        },
+        _ => all_error(requests.len()),
     }
 }
 

@@ -246,3 +246,61 @@ fn policy_check_explains_and_policy_test_runs_the_golden_cases() {
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("0 failed"), "{stdout}");
 }
+
+/// Reads `uri` until the result's error code (or `None` for success) is `want`, for up to 15 s.
+async fn until(client: &crate::support::Client, uri: &str, want: Option<&str>) {
+    let started = std::time::Instant::now();
+    loop {
+        let (is_error, result) = call_raw(
+            client,
+            "read_mcp_resource",
+            json!({"resource_uri": uri, "use_cache": false}),
+        )
+        .await;
+        let got = if is_error {
+            result["error_code"].as_str().map(str::to_owned)
+        } else {
+            None
+        };
+        if got.as_deref() == want {
+            return;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "still {got:?}, want {want:?}: {result}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+// traces: PO-5 — the policy's files change while the gateway serves: a sound new policy takes
+// over (alice loses access); a broken one is refused and the one before keeps deciding (alice
+// keeps access until a sound policy says otherwise).
+#[tokio::test(flavor = "multi_thread")]
+async fn po_5_a_changed_policy_is_swapped_in_and_a_broken_one_is_refused() {
+    let notes = http_fixture("notes", 1).await;
+    let wiki = http_fixture("wiki", 1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let facts = dir.path().join("facts.pl");
+    std::fs::write(
+        &facts,
+        "has_permission(carol, mcp_access).\nmcp_server_assignment(carol, [notes]).\n",
+    )
+    .unwrap();
+    let extra = format!("facts = [{:?}]\n", facts.display().to_string());
+    let carol = gateway(dir.path(), &config(&notes.url, &wiki.url, "carol", &extra)).await;
+    let item = "mcp://notes/fixture_3A//item/1";
+    until(&carol, item, None).await;
+
+    std::fs::write(
+        &facts,
+        "has_permission(carol, mcp_access) :- no_such_rule(carol).\n",
+    )
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    until(&carol, item, None).await;
+
+    std::fs::write(&facts, "has_permission(carol, mcp_access).\n").unwrap();
+    until(&carol, item, Some("E004")).await;
+    carol.cancel().await.unwrap();
+}

@@ -4,7 +4,8 @@
 //! `may_read_protected_resource` too), before paging; reads and version reads are checked on
 //! the exact gateway URI before the cache or an upstream is touched; every change (servers,
 //! credentials, the cache) needs `may_configure_mcp`. A denial is E004 with the same text
-//! whether the resource exists or not; an engine that cannot decide is E011 (deny).
+//! whether the resource exists or not; an engine that cannot decide is E011 (deny). Decisions are
+//! cached per request until another policy replaces the one that made them.
 
 use std::{
     collections::HashMap,
@@ -27,6 +28,9 @@ use crate::{ResourceService, list::Visibility};
 /// Decisions kept before the cache starts over (a policy is fixed for the decorator's life).
 const MAX_CACHED: usize = 100_000;
 
+/// Decisions by (request, protected), and the policy version that made them.
+type Cached = (u64, HashMap<(PolicyRequest, bool), bool>);
+
 /// The gateway as one agent may use it.
 #[derive(Debug)]
 pub struct Governed {
@@ -34,7 +38,8 @@ pub struct Governed {
     policy: Arc<dyn PolicyEngine>,
     agent: Principal,
     transport: String,
-    decisions: Mutex<HashMap<(PolicyRequest, bool), bool>>,
+    /// Decisions by request, for the policy version they were made under.
+    decisions: Mutex<Cached>,
 }
 
 impl Governed {
@@ -50,67 +55,110 @@ impl Governed {
             policy,
             agent,
             transport: transport.to_owned(),
-            decisions: Mutex::new(HashMap::new()),
+            decisions: Mutex::new((0, HashMap::new())),
         }
     }
 
-    /// Whether the policy allows `request`; `protected` says whether its resource is declared
-    /// protected. Cached per request.
-    async fn allows(&self, request: PolicyRequest, protected: bool) -> Result<bool, Error> {
-        let key = (request, protected);
-        if let Some(d) = self.lock().get(&key) {
-            return Ok(*d);
+    /// The policy's answers to `requests` (request, protected): `Some(allowed)`, or `None`
+    /// where the rules could not decide. Definite answers are cached per request.
+    async fn answers(
+        &self,
+        requests: Vec<(PolicyRequest, bool)>,
+    ) -> Result<Vec<Option<bool>>, Error> {
+        let mut answers: Vec<Option<bool>> = {
+            let cache = self.lock();
+            requests.iter().map(|k| cache.get(k).copied()).collect()
+        };
+        let missing: Vec<usize> = (0..requests.len())
+            .filter(|&i| answers[i].is_none())
+            .collect();
+        if missing.is_empty() {
+            return Ok(answers);
         }
-        let context = [
-            ("transport".to_owned(), self.transport.clone()),
-            ("protected".to_owned(), protected.to_string()),
-        ];
-        let decision = self.policy.decide(&key.0, &context).await.map_err(|e| {
+        let asked: Vec<(PolicyRequest, Vec<(String, String)>)> = missing
+            .iter()
+            .map(|&i| {
+                let (request, protected) = &requests[i];
+                let context = vec![
+                    ("transport".to_owned(), self.transport.clone()),
+                    ("protected".to_owned(), protected.to_string()),
+                ];
+                (request.clone(), context)
+            })
+            .collect();
+        let version = self.policy.version();
+        let decided = self.policy.allowed(&asked).await.map_err(|e| {
             tracing::warn!(agent = %self.agent, "{e}: denied");
             Error::new(ErrorCode::E011, format!("{e}; the request is denied"))
         })?;
-        tracing::debug!(agent = %self.agent, request = ?key.0, allowed = decision.allowed, why = %decision.why, "policy decision");
         let mut cache = self.lock();
-        if cache.len() >= MAX_CACHED {
+        if cache.len() + decided.len() >= MAX_CACHED {
             cache.clear();
         }
-        cache.insert(key, decision.allowed);
-        Ok(decision.allowed)
+        // Decisions of a policy replaced meanwhile answer this call but are not kept.
+        let current = cache.0.0 == version;
+        for (&i, d) in missing.iter().zip(decided) {
+            if let Some(allowed) = d.filter(|_| current) {
+                cache.insert(requests[i].clone(), allowed);
+            }
+            answers[i] = d;
+        }
+        Ok(answers)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(PolicyRequest, bool), bool>> {
-        self.decisions.lock().unwrap_or_else(|e| e.into_inner())
+    /// The cached decisions of the policy deciding now (dropped when another replaced it).
+    fn lock(&self) -> CacheGuard<'_> {
+        let mut guard = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
+        let version = self.policy.version();
+        if guard.0 != version {
+            *guard = (version, HashMap::new());
+        }
+        CacheGuard(guard)
     }
 
-    /// May the agent read `resource` of `server`?
-    async fn may_read(
+    /// What reading `resource` of `server` needs allowed.
+    fn read_requests(
         &self,
         server: &ServerName,
         resource: &str,
         protected: bool,
-    ) -> Result<bool, Error> {
-        let access = PolicyRequest::Access {
-            agent: self.agent.clone(),
-            server: server.clone(),
-            resource: resource.to_owned(),
-        };
-        if !self.allows(access, protected).await? {
-            return Ok(false);
+    ) -> Vec<(PolicyRequest, bool)> {
+        let mut needed = vec![(
+            PolicyRequest::Access {
+                agent: self.agent.clone(),
+                server: server.clone(),
+                resource: resource.to_owned(),
+            },
+            protected,
+        )];
+        if protected {
+            needed.push((
+                PolicyRequest::Protected {
+                    agent: self.agent.clone(),
+                    resource: resource.to_owned(),
+                },
+                true,
+            ));
         }
-        if !protected {
-            return Ok(true);
-        }
-        let protected_read = PolicyRequest::Protected {
-            agent: self.agent.clone(),
-            resource: resource.to_owned(),
-        };
-        self.allows(protected_read, true).await
+        needed
     }
 
-    /// E004 unless the agent may read `uri`.
+    /// One request: allowed or not; E011 when the rules could not decide.
+    async fn allows(&self, request: PolicyRequest) -> Result<bool, Error> {
+        let answers = self.answers(vec![(request, false)]).await?;
+        answers.first().copied().flatten().ok_or_else(undecided)
+    }
+
+    /// E004 unless the agent may read `uri`; E011 when the rules cannot decide.
     async fn check_read(&self, uri: &ResourceUri) -> Result<(), Error> {
         let protected = self.service.is_protected(uri);
-        if self.may_read(uri.server(), uri.as_str(), protected).await? {
+        let answers = self
+            .answers(self.read_requests(uri.server(), uri.as_str(), protected))
+            .await?;
+        if answers.contains(&None) {
+            return Err(undecided());
+        }
+        if answers.iter().all(|a| *a == Some(true)) {
             Ok(())
         } else {
             Err(denied(&format!("reading {uri}")))
@@ -122,7 +170,7 @@ impl Governed {
         let request = PolicyRequest::Configure {
             agent: self.agent.clone(),
         };
-        if self.allows(request, false).await? {
+        if self.allows(request).await? {
             Ok(())
         } else {
             Err(denied(
@@ -136,12 +184,35 @@ impl Governed {
             agent: self.agent.clone(),
             server: server.clone(),
         };
-        self.allows(request, false).await
+        self.allows(request).await
+    }
+}
+
+struct CacheGuard<'a>(std::sync::MutexGuard<'a, Cached>);
+
+impl std::ops::Deref for CacheGuard<'_> {
+    type Target = HashMap<(PolicyRequest, bool), bool>;
+    fn deref(&self) -> &Self::Target {
+        &self.0.1
+    }
+}
+
+impl std::ops::DerefMut for CacheGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0.1
     }
 }
 
 fn denied(what: &str) -> Error {
     Error::new(ErrorCode::E004, format!("access denied by policy: {what}"))
+}
+
+fn undecided() -> Error {
+    Error::new(
+        ErrorCode::E011,
+        "the policy could not decide (a rule raised an error or ran past its budget); the \
+         request is denied",
+    )
 }
 
 #[async_trait]
@@ -154,9 +225,20 @@ impl Visibility for Governed {
         &self,
         resources: &[(ServerName, String, bool)],
     ) -> Result<Vec<bool>, Error> {
-        let mut shown = Vec::with_capacity(resources.len());
+        let mut requests = Vec::with_capacity(resources.len());
+        let mut spans = Vec::with_capacity(resources.len());
         for (server, uri, protected) in resources {
-            shown.push(self.may_read(server, uri, *protected).await?);
+            let needed = self.read_requests(server, uri, *protected);
+            spans.push(needed.len());
+            requests.extend(needed);
+        }
+        let answers = self.answers(requests).await?;
+        let mut at = 0;
+        let mut shown = Vec::with_capacity(resources.len());
+        for n in spans {
+            // Shown exactly when a read would be allowed (an undecided one is not).
+            shown.push(answers[at..at + n].iter().all(|a| *a == Some(true)));
+            at += n;
         }
         Ok(shown)
     }
