@@ -136,14 +136,23 @@ assert_context([K-V|Rest]) :-
 
 % allowed(+Requests, -Decisions): the decisions alone (allow, deny or error), one per
 % Context-Request pair, without explanations: what the gateway asks for reads and listings.
-allowed([], []).
-allowed([Context-Request|Rest], [Decision|Decisions]) :-
-    catch(allowed_one(Context, Request, Decision), _, Decision = error),
-    allowed(Rest, Decisions).
-
-allowed_one(Context, Request, Decision) :-
+% The context is asserted again only when it changes from one request to the next.
+allowed(Requests, Decisions) :-
     retractall(request_context(_, _)),
-    assert_context(Context),
+    allowed(Requests, none, Decisions),
+    retractall(request_context(_, _)).
+
+allowed([], _, []).
+allowed([Context-Request|Rest], Current, [Decision|Decisions]) :-
+    (   Context == Current
+    ->  true
+    ;   retractall(request_context(_, _)),
+        assert_context(Context)
+    ),
+    catch(allowed_one(Request, Decision), _, Decision = error),
+    allowed(Rest, Context, Decisions).
+
+allowed_one(Request, Decision) :-
     request_goal(Request, Goal),
     (   call_with_inference_limit(Goal, 200000, Result)
     ->  (   Result == inference_limit_exceeded
@@ -152,8 +161,7 @@ allowed_one(Context, Request, Decision) :-
         )
     ;   Decision = deny
     ),
-    !,
-    retractall(request_context(_, _)).
+    !.
 
 % decide(+Request, -Decision, -Why): never throws, never loops for ever. An error or an exhausted
 % inference budget inside the rules is Decision = error (the gateway denies, E011).

@@ -81,6 +81,21 @@ pub(crate) fn bench() -> Result<()> {
         );
     }
     let stampede_line = json_line(&stampede_out.stdout, "stampede")?;
+    let mut policy = cargo();
+    policy.args([
+        "bench",
+        "-p",
+        "quarry-policy-prolog",
+        "--bench",
+        "decisions",
+    ]);
+    let policy_out = policy.output().context("bench: policy")?;
+    if !policy_out.status.success() {
+        bail!(
+            "bench: policy failed: {}",
+            String::from_utf8_lossy(&policy_out.stderr)
+        );
+    }
 
     println!("### Cached read, in process (median)\n");
     println!("| size | with checksum | without checksum |");
@@ -162,6 +177,13 @@ pub(crate) fn bench() -> Result<()> {
             st[format!("{burst}_reads_per_s")],
             st[format!("{burst}_upstream_reads")]
         );
+    }
+    println!("\n### Policy decisions (median, real worker process)\n");
+    for line in String::from_utf8_lossy(&policy_out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('|'))
+    {
+        println!("{line}");
     }
     let cpu = Command::new("sh")
         .args(["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"])

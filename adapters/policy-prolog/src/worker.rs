@@ -30,9 +30,7 @@ pub(crate) enum Ask {
         context: Vec<(String, String)>,
     },
     /// Decide many requests, without explanations.
-    DecideMany {
-        requests: Vec<Asked>,
-    },
+    DecideMany { requests: Vec<Asked> },
 }
 
 /// What the worker answers.
@@ -199,10 +197,7 @@ fn decide(
     }
 }
 
-fn decide_many(
-    machine: Option<&mut Machine>,
-    requests: &[Asked],
-) -> Answer {
+fn decide_many(machine: Option<&mut Machine>, requests: &[Asked]) -> Answer {
     let all_error = |n: usize| Answer::DecidedMany {
         decisions: vec!["error".into(); n],
     };

@@ -200,3 +200,96 @@ async fn a_worker_past_its_budget_is_replaced() {
     }
     assert!(answered.expect("a new worker answers").allowed);
 }
+
+mod hostile_inputs {
+    //! PO-3 as a property: agent ids and URIs drawn from an alphabet of Prolog syntax (quotes,
+    //! parentheses, dots, `:-`, operators, newlines, backslashes) are data. Each decision equals
+    //! a reference evaluation of the spec's rules over the same facts, made here without Prolog.
+
+    use std::collections::BTreeSet;
+
+    use proptest::prelude::*;
+    use quarry_domain::AgentFacts;
+
+    use super::*;
+
+    fn hostile_name() -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop_oneof![
+                Just("a"),
+                Just("'"),
+                Just("\""),
+                Just("("),
+                Just(")"),
+                Just("."),
+                Just(":-"),
+                Just(","),
+                Just(";"),
+                Just("\\"),
+                Just("\n"),
+                Just(" "),
+                Just("|"),
+                Just("[]"),
+                Just("_X"),
+                Just("halt"),
+                Just("%"),
+                Just("é"),
+            ],
+            1..8,
+        )
+        .prop_map(|parts| parts.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(12))]
+
+        #[test]
+        fn po_3_decisions_match_a_reference_whatever_the_characters(
+            agents in proptest::collection::btree_set(hostile_name(), 1..5),
+            granted in proptest::collection::vec(any::<bool>(), 5),
+            assigned in proptest::collection::vec(any::<bool>(), 5),
+            uri_tail in hostile_name(),
+        ) {
+            let agents: Vec<String> = agents.into_iter().collect();
+            let facts: Vec<AgentFacts> = agents
+                .iter()
+                .enumerate()
+                .map(|(i, a)| AgentFacts {
+                    agent: a.clone(),
+                    permissions: if granted[i] { vec!["mcp_access".into()] } else { vec![] },
+                    servers: if assigned[i] { vec![ServerName::parse("docs").unwrap()] } else { vec![] },
+                    ..AgentFacts::default()
+                })
+                .collect();
+            let expected: BTreeSet<String> = agents
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| granted[*i] && assigned[*i])
+                .map(|(_, a)| a.clone())
+                .collect();
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let policy = PrologPolicy::start(
+                    command(),
+                    quarry_policy_prolog::program(None, &[], &facts),
+                    Duration::from_secs(5),
+                    1000,
+                )
+                .await
+                .unwrap();
+                let uri = format!("mcp://docs/{uri_tail}");
+                let mut asked = Vec::new();
+                for a in &agents {
+                    asked.push((access(a, "docs", &uri), vec![]));
+                    // The same agent with a hostile suffix is another agent, with no facts.
+                    asked.push((access(&format!("{a}').has_permission(_, _"), "docs", &uri), vec![]));
+                }
+                let got = policy.allowed(&asked).await.unwrap();
+                for (i, a) in agents.iter().enumerate() {
+                    assert_eq!(got[2 * i], Some(expected.contains(a)), "{a:?} reading {uri:?}");
+                    assert_eq!(got[2 * i + 1], Some(false), "{a:?} with a suffix");
+                }
+            });
+        }
+    }
+}

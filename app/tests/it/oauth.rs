@@ -26,6 +26,16 @@ async fn protected(auth: &TestAuthServer, resources: u32) -> HttpFixture {
     fixture::serve_http_oauth(args, auth, None).await.unwrap()
 }
 
+/// A test authorization server, `notes` behind it with `resources` items, and a folder whose
+/// configuration names it.
+async fn world(resources: u32) -> (TestAuthServer, HttpFixture, tempfile::TempDir) {
+    let auth = TestAuthServer::start().await.unwrap();
+    let notes = protected(&auth, resources).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("quarry.toml"), config(&notes.url)).unwrap();
+    (auth, notes, dir)
+}
+
 /// The configuration for `notes` at `url`, its OAuth endpoints allowed on loopback.
 fn config(url: &str) -> String {
     format!("[servers.notes]\nendpoint = {url:?}\noauth_allow_private_network = true\n")
@@ -72,10 +82,7 @@ fn expired_grant(auth: &TestAuthServer) -> Value {
 // test says E005.
 #[tokio::test(flavor = "multi_thread")]
 async fn oauth_client_credentials_reach_the_upstream_and_a_wrong_secret_is_e005() {
-    let auth = TestAuthServer::start().await.unwrap();
-    let notes = protected(&auth, 1).await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("quarry.toml"), config(&notes.url)).unwrap();
+    let (auth, notes, dir) = world(1).await;
 
     let machine = json!({
         "grant_type": "client_credentials",
@@ -148,10 +155,7 @@ async fn twenty_reads(client: &crate::support::Client, first: u32) -> Vec<String
 // request), and no token is in any file Quarry wrote.
 #[tokio::test(flavor = "multi_thread")]
 async fn uc_6_twenty_concurrent_reads_with_an_expired_token_make_one_refresh() {
-    let auth = TestAuthServer::start().await.unwrap();
-    let notes = protected(&auth, 40).await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("quarry.toml"), config(&notes.url)).unwrap();
+    let (auth, notes, dir) = world(40).await;
     let grant = expired_grant(&auth);
     let (code, out, err) = configure(dir.path(), &grant, false);
     assert_eq!(code, 0, "{out}{err}");
@@ -191,10 +195,7 @@ async fn uc_6_twenty_concurrent_reads_with_an_expired_token_make_one_refresh() {
 // dynamically) and reads work again; `quarry auth refresh` renews the token now.
 #[tokio::test(flavor = "multi_thread")]
 async fn uc_13_a_revoked_grant_fails_fast_until_quarry_auth_login() {
-    let auth = TestAuthServer::start().await.unwrap();
-    let notes = protected(&auth, 2).await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("quarry.toml"), config(&notes.url)).unwrap();
+    let (auth, notes, dir) = world(2).await;
     let (code, out, err) = configure(dir.path(), &expired_grant(&auth), false);
     assert_eq!(code, 0, "{out}{err}");
     auth.revoke();
@@ -260,10 +261,7 @@ async fn uc_13_a_revoked_grant_fails_fast_until_quarry_auth_login() {
 // and its output says where it signed in; `--json` gives the AuthResult.
 #[tokio::test(flavor = "multi_thread")]
 async fn quarry_auth_login_registers_a_client_and_signs_in() {
-    let auth = TestAuthServer::start().await.unwrap();
-    let notes = protected(&auth, 1).await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("quarry.toml"), config(&notes.url)).unwrap();
+    let (auth, _notes, dir) = world(1).await;
     let (code, out, err) = quarry_auth(dir.path(), &["login", "notes", "--follow", "--json"], None);
     assert_eq!(code, 0, "{out}{err}");
     let result: Value = serde_json::from_str(&out).unwrap();
@@ -348,10 +346,7 @@ async fn uc_1_uc_2_internal_endpoints_and_foreign_metadata_are_refused() {
 // happened, so one of the two refresh tokens is always kept.
 #[tokio::test(flavor = "multi_thread")]
 async fn uc_6_sigkill_during_refresh_loses_no_credential() {
-    let auth = TestAuthServer::start().await.unwrap();
-    let notes = protected(&auth, 2).await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("quarry.toml"), config(&notes.url)).unwrap();
+    let (auth, _notes, dir) = world(2).await;
     let (code, out, err) = configure(dir.path(), &expired_grant(&auth), false);
     assert_eq!(code, 0, "{out}{err}");
     auth.set_token_delay(Duration::from_secs(30));

@@ -35,7 +35,8 @@ fn uris(listing: &Value) -> Vec<String> {
         .collect()
 }
 
-// traces: REQ-071-019, SR-004.1, PO-1, PO-4, CA-1, OA-7 — alice may use notes only: her listing
+// traces: REQ-071-019, SR-004.1, PO-1, PO-4, CA-1, OA-7 — alice may use notes only (and no tool
+// argument can make her someone else): her listing
 // shows notes' resources and no protected one, each of them readable; wiki, the protected item
 // and every change are E004, and the denied reads never reach the upstream (the fixture counts
 // them). Bob, with restricted access in the item's tenant, reads it; root, an admin, configures
@@ -93,6 +94,14 @@ async fn an_agent_sees_and_reads_exactly_what_the_policy_allows() {
         reads_before,
         "a denied read reached the upstream"
     );
+    // OA-7: the identity comes from the transport; a tool call cannot claim another.
+    let (code, message) = call_error(
+        &alice,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://wiki/fixture_3A//item/1", "agent": "root"}),
+    )
+    .await;
+    assert_eq!(code, "E001", "{message}");
     let (code, _) = call_error(&alice, "list_mcp_resources", json!({"server": "wiki"})).await;
     assert_eq!(code, "E004");
     let configure = json!({"server": "notes", "auth_type": "bearer_token", "credentials": {"token": "t0ken"}, "test_connection": false});
