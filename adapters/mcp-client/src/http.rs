@@ -108,16 +108,18 @@ impl GuardedHttp {
             Ok(token) => token,
             Err(e) => return gave_up(e),
         };
-        let first = post::post(
-            &self.inner,
-            uri.clone(),
-            message.clone(),
-            session_id.clone(),
-            sent.as_ref().map(|t| t.expose().to_owned()),
-            custom_headers.clone(),
-            limits,
-        )
-        .await;
+        let send = |token: Option<String>| {
+            post::post(
+                &self.inner,
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+                limits,
+            )
+        };
+        let first = send(sent.as_ref().map(|t| t.expose().to_owned())).await;
         let challenge = match &first {
             Err(StreamableHttpError::AuthRequired(e)) => {
                 challenge_of(&e.www_authenticate_header, false)
@@ -133,19 +135,7 @@ impl GuardedHttp {
             _ => return (first, None),
         };
         match tokens.refused(sent, challenge).await {
-            Ok(token) => (
-                post::post(
-                    &self.inner,
-                    uri,
-                    message,
-                    session_id,
-                    Some(token.expose().to_owned()),
-                    custom_headers,
-                    limits,
-                )
-                .await,
-                None,
-            ),
+            Ok(token) => (send(Some(token.expose().to_owned())).await, None),
             Err(e) => gave_up(e),
         }
     }

@@ -26,9 +26,10 @@ pub struct PolicyArgs {
 pub enum PolicyAction {
     /// Decide one request with the configured policy and print the rule and facts behind it.
     ///
-    /// With --resource: may the agent read it (may_access_mcp, and may_read_protected_resource
-    /// with --protected)? With --server alone: may it list the server? With neither: may it
-    /// configure the gateway (may_configure_mcp)?
+    /// With --resource: may the agent read it (may_access_mcp on the server its URI names, and
+    /// may_read_protected_resource too with --protected, as the gateway asks)? With --server
+    /// alone: may it list the server? With neither: may it configure the gateway
+    /// (may_configure_mcp)?
     Check {
         /// The agent (as the transport identifies it).
         #[arg(long)]
@@ -89,27 +90,79 @@ struct Case {
     why: Option<String>,
 }
 
-fn request(
+/// What the gateway asks for these flags: reading a resource is `access` (and `protected` too
+/// when it is declared protected), on the server its gateway URI names unless one is given;
+/// a server alone is `list`; neither is `configure`.
+fn requests(
     agent: &str,
     server: Option<&str>,
     resource: Option<&str>,
     protected: bool,
-) -> Result<PolicyRequest, Error> {
+) -> Result<Vec<PolicyRequest>, Error> {
     let agent = Principal::new(agent);
-    let server = server.map(ServerName::parse).transpose()?;
+    let server = match (server, resource) {
+        (Some(s), _) => Some(ServerName::parse(s)?),
+        (None, Some(uri)) => {
+            let named = uri
+                .strip_prefix("mcp://")
+                .and_then(|rest| rest.split('/').next())
+                .ok_or_else(|| {
+                    Error::invalid(
+                        "--resource must be a gateway URI, mcp://SERVER/..., as quarry list shows it",
+                    )
+                })?;
+            Some(ServerName::parse(named)?)
+        }
+        (None, None) => None,
+    };
     Ok(match (server, resource) {
-        (Some(server), Some(resource)) if !protected => PolicyRequest::Access {
-            agent,
-            server,
-            resource: resource.to_owned(),
-        },
-        (_, Some(resource)) => PolicyRequest::Protected {
-            agent,
-            resource: resource.to_owned(),
-        },
-        (Some(server), None) => PolicyRequest::List { agent, server },
-        (None, None) => PolicyRequest::Configure { agent },
+        (Some(server), Some(resource)) => {
+            let mut asked = vec![PolicyRequest::Access {
+                agent: agent.clone(),
+                server,
+                resource: resource.to_owned(),
+            }];
+            if protected {
+                asked.push(PolicyRequest::Protected {
+                    agent,
+                    resource: resource.to_owned(),
+                });
+            }
+            asked
+        }
+        (Some(server), None) => vec![PolicyRequest::List { agent, server }],
+        (None, _) => vec![PolicyRequest::Configure { agent }],
     })
+}
+
+/// The rule each request asks.
+fn rule(request: &PolicyRequest) -> &'static str {
+    match request {
+        PolicyRequest::Access { .. } => "may_access_mcp",
+        PolicyRequest::List { .. } => "may_list_resources",
+        PolicyRequest::Protected { .. } => "may_read_protected_resource",
+        PolicyRequest::Configure { .. } => "may_configure_mcp",
+    }
+}
+
+/// Decides `asked` as the gateway would (allowed only when every request is) and explains each.
+async fn decide_all(
+    engine: &std::sync::Arc<dyn quarry_ports::PolicyEngine>,
+    asked: &[PolicyRequest],
+    context: &[(String, String)],
+) -> Result<(&'static str, String), Error> {
+    let mut allowed = true;
+    let mut why = Vec::with_capacity(asked.len());
+    for request in asked {
+        let d = engine
+            .decide(request, context)
+            .await
+            .map_err(|e| Error::new(quarry_domain::ErrorCode::E011, e.to_string()))?;
+        allowed &= d.allowed;
+        let verdict = if d.allowed { "allow" } else { "deny" };
+        why.push(format!("{}: {verdict}: {}", rule(request), d.why));
+    }
+    Ok((if allowed { "allow" } else { "deny" }, why.join("\n")))
 }
 
 fn policy_of(settings: &Settings) -> crate::config::PolicySettings {
@@ -130,7 +183,7 @@ pub(super) async fn run(settings: &Settings, args: PolicyArgs) -> Result<(), Fai
             resource,
             protected,
         } => {
-            let asked = request(&agent, server.as_deref(), resource.as_deref(), protected)?;
+            let asked = requests(&agent, server.as_deref(), resource.as_deref(), protected)?;
             let engine =
                 compose::policy_engine(compose::policy_program(&policy, &[])?, policy.budget)
                     .await?;
@@ -138,18 +191,14 @@ pub(super) async fn run(settings: &Settings, args: PolicyArgs) -> Result<(), Fai
                 ("transport".to_owned(), "stdio".to_owned()),
                 ("protected".to_owned(), protected.to_string()),
             ];
-            let decision = engine
-                .decide(&asked, &context)
-                .await
-                .map_err(|e| Error::new(quarry_domain::ErrorCode::E011, e.to_string()))?;
-            let verdict = if decision.allowed { "allow" } else { "deny" };
+            let (verdict, why) = decide_all(&engine, &asked, &context).await?;
             if args.json {
                 render::json(
                     &mut out,
-                    &serde_json::json!({"decision": verdict, "why": decision.why}),
+                    &serde_json::json!({"decision": verdict, "why": why}),
                 )?;
             } else {
-                writeln!(out, "{verdict}\n{}", decision.why)?;
+                writeln!(out, "{verdict}\n{why}")?;
             }
         }
         PolicyAction::Test { dir, update } => {
@@ -200,7 +249,7 @@ async fn decide(
     engine: &std::sync::Arc<dyn quarry_ports::PolicyEngine>,
     case: &Case,
 ) -> Result<(&'static str, String), Error> {
-    let asked = request(
+    let asked = requests(
         &case.agent,
         case.server.as_deref(),
         case.resource.as_deref(),
@@ -208,11 +257,7 @@ async fn decide(
     )?;
     let mut context = vec![("protected".to_owned(), case.protected.to_string())];
     context.extend(case.context.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let d = engine
-        .decide(&asked, &context)
-        .await
-        .map_err(|e| Error::new(quarry_domain::ErrorCode::E011, e.to_string()))?;
-    Ok((if d.allowed { "allow" } else { "deny" }, d.why))
+    decide_all(engine, &asked, &context).await
 }
 
 /// Writes each case's explanation into its `why`, leaving the rest of the file (comments,

@@ -242,6 +242,25 @@ fn policy_check_explains_and_policy_test_runs_the_golden_cases() {
         yes.starts_with("allow\n") && yes.contains("has_permission(alice, mcp_access)"),
         "{yes}"
     );
+    // The server comes from the gateway URI when not given, as the gateway does.
+    let inferred = check(&["--agent", "alice", "--resource", "mcp://docs/a"]);
+    assert!(
+        inferred.starts_with("allow\nmay_access_mcp: allow"),
+        "{inferred}"
+    );
+    let bad = std::process::Command::new(QUARRY)
+        .args([
+            "policy",
+            "check",
+            "--agent",
+            "alice",
+            "--resource",
+            "docs/a",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(11));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("gateway URI"));
     let no = check(&["--agent", "alice", "--server", "wiki", "--json"]);
     let no: Value = serde_json::from_str(&no).unwrap();
     assert_eq!(no["decision"], "deny", "{no}");
