@@ -9,7 +9,10 @@
 %   access(Agent, Server, Resource)     may the agent read Resource of Server?
 %   list(Agent, Server)                 may it list Server's resources?
 %   protected(Agent, Resource)          may it read Resource, which is protected?
-%   configure(Agent)                    may it change servers and credentials?
+%   configure(Agent)                    may it change credentials and the cache?
+%   register(Agent, Kind)               may it add or remove a server? Kind is url (a server
+%                                       reached over HTTP, or a removal) or command (a program
+%                                       the gateway would run)
 % Decision is allow or deny; Why says which rule allowed it and with which facts, or, for each
 % rule that could have allowed it, the first condition that does not hold.
 
@@ -24,6 +27,7 @@
 :- dynamic(resource_belongs_to_tenant/2).
 :- dynamic(agent_access_level/2).
 :- dynamic(request_context/2).
+:- dynamic(registry_allows/1).
 :- discontiguous(has_permission/2).
 :- discontiguous(mcp_server_assignment/2).
 :- discontiguous(mcp_resource/3).
@@ -36,6 +40,7 @@
 :- dynamic(may_list_resources/2).
 :- dynamic(may_configure_mcp/1).
 :- dynamic(may_read_protected_resource/2).
+:- dynamic(may_change_registry/2).
 :- dynamic(authorized_server/2).
 :- dynamic(resource_restricted/2).
 :- dynamic(required_access_level/3).
@@ -73,6 +78,19 @@ may_configure_mcp(Agent) :-
 may_read_protected_resource(Agent, Resource) :-
     has_permission(Agent, mcp_restricted_access),
     resource_belongs_to_tenant(Agent, Resource).
+
+% The registry tools (add_mcp_server, remove_mcp_server): an agent that may configure the
+% gateway, where the configuration lets agents change the registry at all. Its [registry] flags
+% are facts: allow_tool_registration = true is registry_allows(tool_registration), and
+% allow_tool_commands = true is registry_allows(tool_commands), needed to register a program
+% for the gateway to run. A deployment that wants otherwise writes its own facts or rules.
+may_change_registry(Agent, url) :-
+    may_configure_mcp(Agent),
+    registry_allows(tool_registration).
+may_change_registry(Agent, command) :-
+    may_configure_mcp(Agent),
+    registry_allows(tool_registration),
+    registry_allows(tool_commands).
 
 % --- Server authorization ---
 
@@ -182,6 +200,7 @@ request_goal(access(A, S, R), may_access_mcp(A, S, R)).
 request_goal(list(A, S), may_list_resources(A, S)).
 request_goal(protected(A, R), may_read_protected_resource(A, R)).
 request_goal(configure(A), may_configure_mcp(A)).
+request_goal(register(A, K), may_change_registry(A, K)).
 
 explain(Request, Found) :-
     request_goal(Request, Goal),
@@ -265,6 +284,23 @@ known(G) :-
 known(G) :-
     catch(( clause(G, _) -> true ; fail ), error(permission_error(_, _, _), _), true).
 
+% unsure_call(-Name): a rule calls Name/0, which is not built in. The machine reports every atom
+% a rule calls as a predicate, defined or not, so the worker finds out by calling
+% undefined_atom(Name) in a throw-away machine.
+unsure_call(Name) :-
+    current_predicate(RName/RArity),
+    functor(Head, RName, RArity),
+    catch(clause(Head, Body), _, fail),
+    body_goal(Body, Name),
+    atom(Name),
+    \+ predicate_property(Name, built_in).
+
+% undefined_atom(+Name): calling Name raises an existence error for Name/0 itself.
+undefined_atom(Name) :-
+    catch(( call_with_inference_limit(Name, 1000, _) -> fail ; fail ),
+          Error,
+          Error = error(existence_error(procedure, Name/0), _)).
+
 % The facts a policy may leave out entirely (no clause at all is no fact, not an error).
 fact_predicate(has_permission/2).
 fact_predicate(mcp_server_assignment/2).
@@ -272,3 +308,4 @@ fact_predicate(mcp_resource/3).
 fact_predicate(resource_belongs_to_tenant/2).
 fact_predicate(agent_access_level/2).
 fact_predicate(request_context/2).
+fact_predicate(registry_allows/1).

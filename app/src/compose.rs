@@ -93,7 +93,7 @@ pub fn policy_worker() -> std::io::Result<()> {
 }
 
 /// How the gateway starts policy workers: this program, `policy-worker`.
-fn worker_command() -> Result<quarry_policy_prolog::WorkerCommand, Error> {
+fn worker_command(policy: &PolicySettings) -> Result<quarry_policy_prolog::WorkerCommand, Error> {
     let program = std::env::current_exe().map_err(|e| {
         Error::new(
             ErrorCode::E011,
@@ -103,6 +103,7 @@ fn worker_command() -> Result<quarry_policy_prolog::WorkerCommand, Error> {
     Ok(quarry_policy_prolog::WorkerCommand {
         program,
         args: vec!["policy-worker".into()],
+        memory_limit: Some(policy.worker_memory),
     })
 }
 
@@ -118,6 +119,7 @@ pub fn policy_program(policy: &PolicySettings, extra_facts: &[String]) -> Result
         rules.as_deref(),
         &facts,
         &policy.agents,
+        &policy.registry_allows,
     ))
 }
 
@@ -127,13 +129,13 @@ pub fn policy_program(policy: &PolicySettings, extra_facts: &[String]) -> Result
 /// E001 saying why the policy cannot be used (it does not parse, calls an undefined predicate,
 /// does not decide); E011 when no worker can start.
 pub async fn policy_engine(
+    policy: &PolicySettings,
     program: String,
-    budget: std::time::Duration,
 ) -> Result<Arc<dyn quarry_ports::PolicyEngine>, Error> {
     let engine = quarry_policy_prolog::PrologPolicy::start(
-        worker_command()?,
+        worker_command(policy)?,
         program,
-        budget,
+        policy.budget,
         POLICY_RECYCLE_AFTER,
     )
     .await
@@ -145,8 +147,8 @@ pub async fn policy_engine(
 ///
 /// # Errors
 /// As [`policy_engine`].
-pub async fn lint_policy(program: &str) -> Result<(), Error> {
-    quarry_policy_prolog::PrologPolicy::check(&worker_command()?, program)
+pub async fn lint_policy(policy: &PolicySettings, program: &str) -> Result<(), Error> {
+    quarry_policy_prolog::PrologPolicy::check(&worker_command(policy)?, program)
         .await
         .map_err(|why| Error::invalid(format!("the policy cannot be used: {why}")))
 }
@@ -169,7 +171,7 @@ pub async fn agent_gateway(
     };
     let engine = Arc::new(
         quarry_policy_prolog::ReloadablePolicy::start(
-            worker_command()?,
+            worker_command(policy)?,
             policy_program(policy, &[])?,
             policy.budget,
             POLICY_RECYCLE_AFTER,

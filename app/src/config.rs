@@ -283,11 +283,23 @@ impl Settings {
         };
         let classifier = Classifier::new(file.classification.rules)
             .map_err(|e| at(format!("classification.rules: {}", e.message())))?;
+        let registry_allows: Vec<String> = [
+            (file.registry.allow_tool_registration, "tool_registration"),
+            (file.registry.allow_tool_commands, "tool_commands"),
+        ]
+        .into_iter()
+        .filter(|(set, _)| *set)
+        .map(|(_, fact)| fact.to_owned())
+        .collect();
         let policy = file
             .policy
             .map(|p| policy::policy_settings(p, source.as_deref().and_then(Path::parent)))
             .transpose()
-            .map_err(|e| at(e.message().to_owned()))?;
+            .map_err(|e| at(e.message().to_owned()))?
+            .map(|p| PolicySettings {
+                registry_allows,
+                ..p
+            });
         let agent = policy::serve_agent(&file.serve).map_err(|e| at(e.message().to_owned()))?;
         Ok(Self {
             source,

@@ -28,10 +28,17 @@ pub enum PolicyRequest {
         /// The gateway URI.
         resource: String,
     },
-    /// Change servers or credentials (`may_configure_mcp`).
+    /// Change credentials or the cache (`may_configure_mcp`).
     Configure {
         /// Who asks.
         agent: Principal,
+    },
+    /// Add or remove a server through the registry tools (`may_change_registry`).
+    Register {
+        /// Who asks.
+        agent: Principal,
+        /// True when the server is a program the gateway would run (stdio).
+        command: bool,
     },
 }
 
@@ -56,6 +63,11 @@ impl PolicyRequest {
                 vec!["protected".into(), agent.as_str().into(), resource.clone()]
             }
             Self::Configure { agent } => vec!["configure".into(), agent.as_str().into()],
+            Self::Register { agent, command } => vec![
+                "register".into(),
+                agent.as_str().into(),
+                if *command { "command" } else { "url" }.into(),
+            ],
         }
     }
 }

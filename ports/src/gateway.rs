@@ -204,6 +204,9 @@ pub enum Requester {
     Agent,
     /// An operator, at the command line.
     Operator,
+    /// An agent the access policy allowed: the policy's rules (and the registry flags as its
+    /// facts) have decided, so the flags are not checked again.
+    Governed,
 }
 
 /// What removing a server did.

@@ -2,7 +2,10 @@
 //! and asks them for decisions, each within a wall-clock budget. A worker that dies, hangs or
 //! answers nonsense is killed and replaced (with backoff); until one answers, every decision is
 //! refused as unavailable (the gateway denies). Workers are recycled after a number of
-//! decisions, since a machine's memory grows with every query.
+//! decisions, since a machine's memory grows with every query: the replacement loads in the
+//! background while the old one keeps answering, so no decision waits for a load. Each worker's
+//! data segment is capped (`setrlimit`), so a rule that allocates without end kills only its
+//! worker.
 
 use std::{
     ffi::OsString,
@@ -19,7 +22,7 @@ use tokio::{
     process::{Child, ChildStdin, ChildStdout, Command},
 };
 
-use crate::worker::{Answer, Ask, MARKER_ENV};
+use crate::worker::{Answer, Ask, MARKER_ENV, MEMORY_ENV};
 
 /// Requests asked of a worker in one exchange.
 const BATCH: usize = 500;
@@ -29,13 +32,17 @@ const LOAD_BUDGET: Duration = Duration::from_secs(10);
 /// The longest wait before trying a new worker after failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
-/// How to run a worker: the program and its arguments (`quarry policy-worker`).
+/// How to run a worker: the program and its arguments (`quarry policy-worker`), and the most
+/// memory it may allocate.
 #[derive(Debug, Clone)]
 pub struct WorkerCommand {
     /// The program.
     pub program: PathBuf,
     /// Its arguments.
     pub args: Vec<OsString>,
+    /// The cap on the worker's data segment (heap and anonymous mappings), in bytes; an
+    /// allocation past it ends the worker (the decision is unavailable: denied).
+    pub memory_limit: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -50,6 +57,8 @@ struct Worker {
 #[derive(Debug, Default)]
 struct State {
     worker: Option<Worker>,
+    /// The worker that replaces `worker` once loaded (started when `worker` is due for recycling).
+    spare: Option<tokio::task::JoinHandle<Result<Worker, String>>>,
     failures: u32,
     retry_at: Option<Instant>,
 }
@@ -80,10 +89,12 @@ fn marker() -> String {
 impl Worker {
     async fn spawn(command: &WorkerCommand) -> Result<Self, String> {
         let marker = marker();
-        let mut child = Command::new(&command.program)
-            .args(&command.args)
-            .env_clear()
-            .env(MARKER_ENV, &marker)
+        let mut run = Command::new(&command.program);
+        run.args(&command.args).env_clear().env(MARKER_ENV, &marker);
+        if let Some(bytes) = command.memory_limit {
+            run.env(MEMORY_ENV, bytes.to_string());
+        }
+        let mut child = run
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -185,13 +196,7 @@ impl PrologPolicy {
 
     /// A worker ready to decide, started if need be.
     async fn ready<'a>(&self, state: &'a mut State) -> Result<&'a mut Worker, String> {
-        if state
-            .worker
-            .as_ref()
-            .is_some_and(|w| w.decisions >= self.recycle_after)
-        {
-            state.worker = None;
-        }
+        self.recycle(state).await;
         if state.worker.is_none() {
             if let Some(at) = state.retry_at
                 && Instant::now() < at
@@ -218,6 +223,61 @@ impl PrologPolicy {
             .worker
             .as_mut()
             .ok_or_else(|| "no policy worker".to_owned())
+    }
+}
+
+impl PrologPolicy {
+    /// Replaces a worker past `recycle_after` decisions: a spare loads in the background and
+    /// takes over once ready; at twice the count the old one waits no longer for it.
+    async fn recycle(&self, state: &mut State) {
+        let Some(decisions) = state.worker.as_ref().map(|w| w.decisions) else {
+            return;
+        };
+        if decisions < self.recycle_after {
+            return;
+        }
+        if state.spare.is_none() {
+            let (command, program) = (self.command.clone(), self.program.clone());
+            state.spare = Some(tokio::spawn(async move {
+                Worker::load(&command, &program).await
+            }));
+        }
+        let overdue = decisions >= self.recycle_after.saturating_mul(2);
+        if !overdue && !state.spare.as_ref().is_some_and(|h| h.is_finished()) {
+            return;
+        }
+        let Some(spare) = state.spare.take() else {
+            return;
+        };
+        match spare.await {
+            Ok(Ok(fresh)) => {
+                if let Some(mut old) = state.worker.replace(fresh) {
+                    let _ = old.child.start_kill();
+                }
+            }
+            Ok(Err(why)) => {
+                tracing::warn!("the policy worker's replacement did not load: {why}");
+                if overdue {
+                    state.worker = None;
+                }
+            }
+            Err(e) => {
+                tracing::warn!("the policy worker's replacement failed: {e}");
+                if overdue {
+                    state.worker = None;
+                }
+            }
+        }
+    }
+
+    /// The process id of the worker answering now, if one is running (to watch its memory).
+    pub async fn worker_id(&self) -> Option<u32> {
+        self.state
+            .lock()
+            .await
+            .worker
+            .as_ref()
+            .and_then(|w| w.child.id())
     }
 }
 

@@ -18,11 +18,13 @@ pub use worker::run_worker;
 pub const SPEC_RULES: &str = include_str!("../../../policy/rules.pl");
 
 /// The program the engine loads: `rules` (the spec's when None), then each facts text, then the
-/// configured agents as facts, every value a quoted atom.
+/// configured agents and the registry flags that are set (`registry_allows`) as facts, every
+/// value a quoted atom.
 pub fn program(
     rules: Option<&str>,
     facts: &[String],
     agents: &[quarry_domain::AgentFacts],
+    registry_allows: &[String],
 ) -> String {
     use terms::atom;
     let mut program = rules.unwrap_or(SPEC_RULES).to_owned();
@@ -31,6 +33,9 @@ pub fn program(
         program.push_str(text);
     }
     program.push('\n');
+    for allowed in registry_allows {
+        program.push_str(&format!("registry_allows({}).\n", atom(allowed)));
+    }
     for a in agents {
         let who = atom(&a.agent);
         for p in &a.permissions {

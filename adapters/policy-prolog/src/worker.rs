@@ -14,6 +14,36 @@ use crate::terms::{atom, show};
 
 /// The environment variable that carries the marker of protocol lines.
 pub(crate) const MARKER_ENV: &str = "QUARRY_POLICY_MARKER";
+/// The environment variable that carries the cap on the worker's data segment, in bytes.
+pub(crate) const MEMORY_ENV: &str = "QUARRY_POLICY_MEMORY";
+
+/// Caps this process's data segment (heap and anonymous mappings) at what the gateway asked:
+/// past it an allocation fails and the process ends, before the machine runs out of memory.
+fn limit_memory() -> Result<(), String> {
+    let Some(asked) = std::env::var_os(MEMORY_ENV) else {
+        return Ok(());
+    };
+    let bytes: u64 = asked
+        .to_str()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("{MEMORY_ENV} is not a number of bytes"))?;
+    #[cfg(unix)]
+    {
+        use rustix::process::{Resource, Rlimit, setrlimit};
+        let limit = Rlimit {
+            current: Some(bytes),
+            maximum: Some(bytes),
+        };
+        setrlimit(Resource::Data, limit)
+            .map_err(|e| format!("cannot cap the worker's memory at {bytes} bytes: {e}"))
+    }
+    #[cfg(not(unix))]
+    {
+        Err(format!(
+            "cannot cap the worker's memory at {bytes} bytes on this platform"
+        ))
+    }
+}
 
 /// A request as its terms, with its context's key-value pairs.
 pub(crate) type Asked = (Vec<String>, Vec<(String, String)>);
@@ -50,7 +80,10 @@ pub(crate) enum Answer {
 /// A request as a term: `Kind(Args...)`, every argument a quoted atom.
 fn request_term(request: &[String]) -> Option<String> {
     let (kind, args) = request.split_first()?;
-    if !matches!(kind.as_str(), "access" | "list" | "protected" | "configure") {
+    if !matches!(
+        kind.as_str(),
+        "access" | "list" | "protected" | "configure" | "register"
+    ) {
         return None;
     }
     let args: Vec<String> = args.iter().map(|a| atom(a)).collect();
@@ -116,6 +149,11 @@ fn load(program: &str) -> Result<Machine, String> {
             "a rule calls {name}, which no rule or fact defines"
         ));
     }
+    if let Some(name) = undefined_atom(&mut machine, program)? {
+        return Err(format!(
+            "a rule calls {name}/0, which no rule or fact defines"
+        ));
+    }
     // A decision must come back whatever the facts: a policy that throws or loops here is broken.
     match first(
         &mut machine,
@@ -132,12 +170,39 @@ fn load(program: &str) -> Result<Machine, String> {
     }
 }
 
+/// The first predicate of arity 0 that a rule calls and nothing defines. The machine cannot
+/// say which atoms are defined, so each one called is called once, in a throw-away machine
+/// (whatever it does there is lost with it).
+fn undefined_atom(machine: &mut Machine, program: &str) -> Result<Option<String>, String> {
+    let names = match first(machine, "findall(N, unsure_call(N), Ns), sort(Ns, S).")? {
+        Some(b) => match b.get("S") {
+            Some(Term::List(names)) => names.clone(),
+            _ => Vec::new(),
+        },
+        None => Vec::new(),
+    };
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let mut scratch = MachineBuilder::default().build();
+    scratch.consult_module_string("user", program.to_owned());
+    for name in names {
+        let Term::Atom(name) = name else { continue };
+        if first(&mut scratch, &format!("undefined_atom({}).", atom(&name)))?.is_some() {
+            return Ok(Some(name));
+        }
+    }
+    Ok(None)
+}
+
 /// Runs the worker over stdin and stdout until stdin ends.
 ///
 /// # Errors
 /// When stdout cannot be written (the gateway is gone).
 pub fn run_worker() -> std::io::Result<()> {
     let marker = std::env::var(MARKER_ENV).unwrap_or_default();
+    // A worker that cannot be capped refuses to load a policy (the gateway denies).
+    let capped = limit_memory();
     let stdin = std::io::stdin();
     let mut machine: Option<Machine> = None;
     for line in stdin.lock().lines() {
@@ -145,6 +210,9 @@ pub fn run_worker() -> std::io::Result<()> {
         let answer = match serde_json::from_str::<Ask>(&line) {
             Err(e) => Answer::Refused {
                 why: format!("not a request: {e}"),
+            },
+            Ok(Ask::Load { .. }) if capped.is_err() => Answer::Refused {
+                why: capped.clone().err().unwrap_or_default(),
             },
             Ok(Ask::Load { program }) => match load(&program) {
                 Ok(m) => {

@@ -14,6 +14,7 @@ fn command() -> WorkerCommand {
     WorkerCommand {
         program: env!("CARGO_BIN_EXE_quarry-policy-worker").into(),
         args: Vec::new(),
+        memory_limit: Some(512 * 1024 * 1024),
     }
 }
 
@@ -164,9 +165,100 @@ async fn po_6_broken_policies_are_refused_at_load() {
         broken.contains("does not load") || broken.contains("decide/4"),
         "{broken}"
     );
+    // A predicate of arity 0 too (the machine reports every atom a rule calls as defined).
+    let undefined = PrologPolicy::check(
+        &command(),
+        &format!("{SPEC_RULES}\nhas_permission(bob, mcp_access) :- office_open.\n"),
+    )
+    .await
+    .unwrap_err();
+    assert!(undefined.contains("office_open/0"), "{undefined}");
     PrologPolicy::check(&command(), &format!("{SPEC_RULES}\n{FACTS}"))
         .await
         .unwrap();
+    let defined = engine("office_open.\nhas_permission(carol, mcp_access) :- office_open.\nmcp_server_assignment(carol, [docs]).\n").await;
+    let carol = defined
+        .decide(&access("carol", "docs", "mcp://docs/a"), &[])
+        .await
+        .unwrap();
+    assert!(carol.allowed, "{}", carol.why);
+}
+
+/// The most memory the worker (`pid`) has held, from the kernel's high-water mark.
+fn peak_memory(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+// traces: PO-2 — a rule that allocates without end (a list of 500 million cells, about 8 GB, in
+// one built-in call) hits the worker's memory cap: the decision is denied (E011), the worker
+// never held more than the cap, and the next decision is answered.
+#[tokio::test]
+async fn po_2_a_runaway_allocation_hits_the_memory_cap() {
+    let cap = 256 * 1024 * 1024;
+    let policy = PrologPolicy::start(
+        WorkerCommand {
+            memory_limit: Some(cap),
+            ..command()
+        },
+        format!(
+            "{SPEC_RULES}\n{FACTS}\nhas_permission(hog, mcp_access) :- length(L, 500000000), L = [_|_].\nmcp_server_assignment(hog, [docs]).\n"
+        ),
+        Duration::from_secs(5),
+        1000,
+    )
+    .await
+    .unwrap();
+    let worker = policy.worker_id().await.unwrap();
+    let hog = policy
+        .decide(&access("hog", "docs", "mcp://docs/a"), &[])
+        .await;
+    assert!(hog.is_err(), "{hog:?}");
+    // The cap stopped the allocation, not the budget: the same worker goes on answering.
+    let fine = policy
+        .decide(&access("alice", "docs", "mcp://docs/a"), &[])
+        .await
+        .unwrap();
+    assert!(fine.allowed, "{}", fine.why);
+    assert_eq!(policy.worker_id().await, Some(worker));
+    let peak = peak_memory(worker);
+    assert!(
+        peak <= cap,
+        "the worker held {peak} bytes, over its cap of {cap}"
+    );
+}
+
+// Workers are recycled every few decisions; the replacement loads while the old one answers,
+// so every decision across the recycling is answered.
+#[tokio::test]
+async fn workers_are_recycled_without_a_missed_decision() {
+    let policy = PrologPolicy::start(
+        command(),
+        format!("{SPEC_RULES}\n{FACTS}"),
+        Duration::from_secs(2),
+        5,
+    )
+    .await
+    .unwrap();
+    let mut workers = std::collections::BTreeSet::new();
+    for _ in 0..200 {
+        let d = policy
+            .decide(&access("alice", "docs", "mcp://docs/a"), &[])
+            .await
+            .unwrap();
+        assert!(d.allowed);
+        workers.extend(policy.worker_id().await);
+        if workers.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(workers.len() >= 3, "workers seen: {workers:?}");
 }
 
 // A worker that does not answer within the budget is killed and replaced: that decision is
@@ -271,7 +363,7 @@ mod hostile_inputs {
             runtime.block_on(async {
                 let policy = PrologPolicy::start(
                     command(),
-                    quarry_policy_prolog::program(None, &[], &facts),
+                    quarry_policy_prolog::program(None, &[], &facts, &[]),
                     Duration::from_secs(5),
                     1000,
                 )

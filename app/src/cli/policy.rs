@@ -28,8 +28,9 @@ pub enum PolicyAction {
     ///
     /// With --resource: may the agent read it (may_access_mcp on the server its URI names, and
     /// may_read_protected_resource too with --protected, as the gateway asks)? With --server
-    /// alone: may it list the server? With neither: may it configure the gateway
-    /// (may_configure_mcp)?
+    /// alone: may it list the server? With --register: may it add or remove servers
+    /// (may_change_registry; `command`: register a program to run)? With none of them: may it
+    /// configure credentials and the cache (may_configure_mcp)?
     Check {
         /// The agent (as the transport identifies it).
         #[arg(long)]
@@ -43,6 +44,9 @@ pub enum PolicyAction {
         /// The resource is declared protected.
         #[arg(long)]
         protected: bool,
+        /// Ask about the registry tools: `url` (a server over HTTP, or a removal) or `command`.
+        #[arg(long, value_parser = ["url", "command"], conflicts_with_all = ["server", "resource"])]
+        register: Option<String>,
     },
     /// Run the golden cases (every *.toml in DIR, default policy/tests) against the policy.
     Test {
@@ -81,6 +85,8 @@ struct Case {
     resource: Option<String>,
     #[serde(default)]
     protected: bool,
+    /// `url` or `command`: a registry change (`register`).
+    register: Option<String>,
     /// More of the request's context (client_address, transport...).
     #[serde(default)]
     context: std::collections::BTreeMap<String, String>,
@@ -92,14 +98,24 @@ struct Case {
 
 /// What the gateway asks for these flags: reading a resource is `access` (and `protected` too
 /// when it is declared protected), on the server its gateway URI names unless one is given;
-/// a server alone is `list`; neither is `configure`.
+/// a server alone is `list`; `register` is a registry change; none of them is `configure`.
 fn requests(
     agent: &str,
     server: Option<&str>,
     resource: Option<&str>,
     protected: bool,
+    register: Option<&str>,
 ) -> Result<Vec<PolicyRequest>, Error> {
     let agent = Principal::new(agent);
+    if let Some(kind) = register {
+        if server.is_some() || resource.is_some() || !matches!(kind, "url" | "command") {
+            return Err(Error::invalid(
+                "register is url or command, and takes no server or resource",
+            ));
+        }
+        let command = kind == "command";
+        return Ok(vec![PolicyRequest::Register { agent, command }]);
+    }
     let server = match (server, resource) {
         (Some(s), _) => Some(ServerName::parse(s)?),
         (None, Some(uri)) => {
@@ -142,6 +158,7 @@ fn rule(request: &PolicyRequest) -> &'static str {
         PolicyRequest::List { .. } => "may_list_resources",
         PolicyRequest::Protected { .. } => "may_read_protected_resource",
         PolicyRequest::Configure { .. } => "may_configure_mcp",
+        PolicyRequest::Register { .. } => "may_change_registry",
     }
 }
 
@@ -182,11 +199,17 @@ pub(super) async fn run(settings: &Settings, args: PolicyArgs) -> Result<(), Fai
             server,
             resource,
             protected,
+            register,
         } => {
-            let asked = requests(&agent, server.as_deref(), resource.as_deref(), protected)?;
+            let asked = requests(
+                &agent,
+                server.as_deref(),
+                resource.as_deref(),
+                protected,
+                register.as_deref(),
+            )?;
             let engine =
-                compose::policy_engine(compose::policy_program(&policy, &[])?, policy.budget)
-                    .await?;
+                compose::policy_engine(&policy, compose::policy_program(&policy, &[])?).await?;
             let context = [
                 ("transport".to_owned(), "stdio".to_owned()),
                 ("protected".to_owned(), protected.to_string()),
@@ -233,7 +256,7 @@ pub(super) async fn run(settings: &Settings, args: PolicyArgs) -> Result<(), Fai
                 }
                 text
             };
-            compose::lint_policy(&program).await?;
+            compose::lint_policy(&policy, &program).await?;
             if args.json {
                 render::json(&mut out, &serde_json::json!({"valid": true}))?;
             } else {
@@ -254,6 +277,7 @@ async fn decide(
         case.server.as_deref(),
         case.resource.as_deref(),
         case.protected,
+        case.register.as_deref(),
     )?;
     let mut context = vec![("protected".to_owned(), case.protected.to_string())];
     context.extend(case.context.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -305,8 +329,8 @@ async fn golden(
             Error::invalid(format!("{}: {}", path.display(), e.to_string().trim_end()))
         })?;
         let engine = compose::policy_engine(
+            policy,
             compose::policy_program(policy, std::slice::from_ref(&file.facts))?,
-            policy.budget,
         )
         .await
         .map_err(|e| Error::invalid(format!("{}: {}", path.display(), e.message())))?;

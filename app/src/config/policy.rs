@@ -16,6 +16,8 @@ pub(super) struct PolicySection {
     pub(super) facts: Vec<PathBuf>,
     /// The most a decision may take, in milliseconds.
     pub(super) decision_budget_ms: Option<u64>,
+    /// The most memory a policy worker may allocate, in MiB.
+    pub(super) worker_memory_mb: Option<u64>,
     /// Agents and what they may do.
     #[serde(default)]
     pub(super) agents: BTreeMap<String, AgentSection>,
@@ -55,10 +57,17 @@ pub struct PolicySettings {
     pub agents: Vec<AgentFacts>,
     /// The most one decision may take.
     pub budget: Duration,
+    /// The most memory a policy worker may allocate, in bytes.
+    pub worker_memory: u64,
+    /// The `[registry]` flags that are set, as `registry_allows` facts (`tool_registration`,
+    /// `tool_commands`).
+    pub registry_allows: Vec<String>,
 }
 
 /// The default decision budget.
 const DEFAULT_BUDGET: Duration = Duration::from_millis(250);
+/// The default cap on a policy worker's memory, in MiB (a loaded policy takes about 30).
+const DEFAULT_WORKER_MEMORY_MB: u64 = 1024;
 
 /// A name the policy knows (an agent id, a permission, a level): 1 to 128 visible characters.
 fn name(key: &str, value: &str) -> Result<(), Error> {
@@ -121,11 +130,19 @@ pub(super) fn policy_settings(
             ));
         }
     };
+    let worker_memory_mb = section.worker_memory_mb.unwrap_or(DEFAULT_WORKER_MEMORY_MB);
+    if !(64..=65_536).contains(&worker_memory_mb) {
+        return Err(Error::invalid(
+            "policy.worker_memory_mb must be between 64 and 65536",
+        ));
+    }
     Ok(PolicySettings {
         rules: section.rules.map(resolve),
         facts: section.facts.into_iter().map(resolve).collect(),
         agents,
         budget,
+        worker_memory: worker_memory_mb * 1024 * 1024,
+        registry_allows: Vec::new(),
     })
 }
 
@@ -149,6 +166,8 @@ impl PolicySettings {
             facts: Vec::new(),
             agents: Vec::new(),
             budget: DEFAULT_BUDGET,
+            worker_memory: DEFAULT_WORKER_MEMORY_MB * 1024 * 1024,
+            registry_allows: Vec::new(),
         }
     }
 

@@ -140,6 +140,53 @@ async fn an_agent_sees_and_reads_exactly_what_the_policy_allows() {
     root.cancel().await.unwrap();
 }
 
+// traces: REQ-071-016, SR-004.1 — the [registry] flags are facts of the policy: with
+// allow_tool_registration, an admin registers a server over HTTP but not a program to run
+// (that needs allow_tool_commands too), and an agent that may not configure the gateway does
+// neither; a facts file that adds registry_allows(tool_commands) lets the admin register one.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_registry_flags_are_facts_of_the_policy() {
+    let notes = http_fixture("notes", 1).await;
+    let wiki = http_fixture("wiki", 1).await;
+    let other = http_fixture("other", 1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let command =
+        json!({"name": "local", "command": QUARRY, "args": ["fixture", "--name", "local"]});
+
+    let alice = gateway(dir.path(), &config(&notes.url, &wiki.url, "alice", "")).await;
+    let (code, message) = call_error(
+        &alice,
+        "add_mcp_server",
+        json!({"name": "other", "endpoint": other.url}),
+    )
+    .await;
+    assert_eq!(code, "E004", "{message}");
+    alice.cancel().await.unwrap();
+
+    let root = gateway(dir.path(), &config(&notes.url, &wiki.url, "root", "")).await;
+    let added = call(
+        &root,
+        "add_mcp_server",
+        json!({"name": "other", "endpoint": other.url}),
+    )
+    .await;
+    assert_eq!(added["server_name"], "other", "{added}");
+    let (code, message) = call_error(&root, "add_mcp_server", command.clone()).await;
+    assert_eq!(code, "E004", "{message}");
+    assert!(message.contains("program"), "{message}");
+    let removed = call(&root, "remove_mcp_server", json!({"name": "other"})).await;
+    assert_eq!(removed["server_name"], "other", "{removed}");
+    root.cancel().await.unwrap();
+
+    let facts = dir.path().join("registry.pl");
+    std::fs::write(&facts, "registry_allows(tool_commands).\n").unwrap();
+    let extra = format!("facts = [{:?}]\n", facts.display().to_string());
+    let root = gateway(dir.path(), &config(&notes.url, &wiki.url, "root", &extra)).await;
+    let added = call(&root, "add_mcp_server", command).await;
+    assert_eq!(added["server_name"], "local", "{added}");
+    root.cancel().await.unwrap();
+}
+
 /// `quarry serve` with `config` in `dir`; its stderr.
 fn serve_stderr(dir: &Path, config: &str) -> (Option<i32>, String) {
     std::fs::write(dir.join("quarry.toml"), config).unwrap();

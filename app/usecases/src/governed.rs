@@ -2,34 +2,27 @@
 //! before anything reaches a use case. Listings show exactly what the agent may read (servers
 //! by `may_list_resources`, resources by `may_access_mcp`, protected ones by
 //! `may_read_protected_resource` too), before paging; reads and version reads are checked on
-//! the exact gateway URI before the cache or an upstream is touched; every change (servers,
-//! credentials, the cache) needs `may_configure_mcp`. A denial is E004 with the same text
-//! whether the resource exists or not; an engine that cannot decide is E011 (deny). Decisions are
-//! cached per request until another policy replaces the one that made them.
+//! the exact gateway URI before the cache or an upstream is touched; changing credentials or the
+//! cache needs `may_configure_mcp`, adding or removing a server `may_change_registry` (the
+//! registry flags are facts of the policy, so the service does not check them again). A denial
+//! is E004 with the same text whether the resource exists or not; an engine that cannot decide
+//! is E011 (deny). Decisions are cached per request until another policy replaces the one that
+//! made them.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use quarry_domain::{
-    AuthResult, Error, ErrorCode, IdempotencyKey, ListQuery, ListResourcesResult, PolicyRequest,
-    Principal, ReadResourceResult, ResourceUri, ResourceVersion, ServerName, ServerSettings,
-    ServerStatus, UpstreamAuth,
+    AuthResult, Endpoint, Error, ErrorCode, IdempotencyKey, ListQuery, ListResourcesResult,
+    PolicyRequest, Principal, ReadResourceResult, ResourceUri, ResourceVersion, ServerName,
+    ServerSettings, ServerStatus, UpstreamAuth,
 };
 use quarry_ports::{
     GatewayTemplate, PolicyEngine, PurgeReport, ReadRequest, RemovedServer, Requester,
     ResourceGateway,
 };
 
-use crate::{ResourceService, list::Visibility};
-
-/// Decisions kept before the cache starts over (a policy is fixed for the decorator's life).
-const MAX_CACHED: usize = 100_000;
-
-/// Decisions by (request, protected), and the policy version that made them.
-type Cached = (u64, HashMap<(PolicyRequest, bool), bool>);
+use crate::{ResourceService, decisions::Decisions, list::Visibility};
 
 /// The gateway as one agent may use it.
 #[derive(Debug)]
@@ -39,7 +32,7 @@ pub struct Governed {
     agent: Principal,
     transport: String,
     /// Decisions by request, for the policy version they were made under.
-    decisions: Mutex<Cached>,
+    decisions: Decisions,
 }
 
 impl Governed {
@@ -55,7 +48,7 @@ impl Governed {
             policy,
             agent,
             transport: transport.to_owned(),
-            decisions: Mutex::new((0, HashMap::new())),
+            decisions: Decisions::default(),
         }
     }
 
@@ -65,10 +58,8 @@ impl Governed {
         &self,
         requests: Vec<(PolicyRequest, bool)>,
     ) -> Result<Vec<Option<bool>>, Error> {
-        let mut answers: Vec<Option<bool>> = {
-            let cache = self.lock();
-            requests.iter().map(|k| cache.get(k).copied()).collect()
-        };
+        let version = self.policy.version();
+        let mut answers = self.decisions.get(version, &requests);
         let missing: Vec<usize> = (0..requests.len())
             .filter(|&i| answers[i].is_none())
             .collect();
@@ -86,34 +77,23 @@ impl Governed {
                 (request.clone(), context)
             })
             .collect();
-        let version = self.policy.version();
         let decided = self.policy.allowed(&asked).await.map_err(|e| {
             tracing::warn!(agent = %self.agent, "{e}: denied");
             Error::new(ErrorCode::E011, format!("{e}; the request is denied"))
         })?;
-        let mut cache = self.lock();
-        if cache.len() + decided.len() >= MAX_CACHED {
-            cache.clear();
-        }
         // Decisions of a policy replaced meanwhile answer this call but are not kept.
-        let current = cache.0.0 == version;
+        self.decisions.keep(
+            version,
+            self.policy.version(),
+            missing
+                .iter()
+                .zip(&decided)
+                .map(|(&i, d)| (&requests[i], *d)),
+        );
         for (&i, d) in missing.iter().zip(decided) {
-            if let Some(allowed) = d.filter(|_| current) {
-                cache.insert(requests[i].clone(), allowed);
-            }
             answers[i] = d;
         }
         Ok(answers)
-    }
-
-    /// The cached decisions of the policy deciding now (dropped when another replaced it).
-    fn lock(&self) -> CacheGuard<'_> {
-        let mut guard = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
-        let version = self.policy.version();
-        if guard.0 != version {
-            *guard = (version, HashMap::new());
-        }
-        CacheGuard(guard)
     }
 
     /// What reading `resource` of `server` needs allowed.
@@ -165,7 +145,7 @@ impl Governed {
         }
     }
 
-    /// E004 unless the agent may change servers, credentials and the cache.
+    /// E004 unless the agent may change credentials and the cache.
     async fn check_configure(&self) -> Result<(), Error> {
         let request = PolicyRequest::Configure {
             agent: self.agent.clone(),
@@ -173,9 +153,22 @@ impl Governed {
         if self.allows(request).await? {
             Ok(())
         } else {
-            Err(denied(
-                "changing the gateway's servers, credentials or cache",
-            ))
+            Err(denied("changing the gateway's credentials or cache"))
+        }
+    }
+
+    /// E004 unless the agent may add or remove servers (`command`: a program to run).
+    async fn check_register(&self, command: bool) -> Result<(), Error> {
+        let request = PolicyRequest::Register {
+            agent: self.agent.clone(),
+            command,
+        };
+        if self.allows(request).await? {
+            Ok(())
+        } else if command {
+            Err(denied("registering a program for the gateway to run"))
+        } else {
+            Err(denied("changing the gateway's servers"))
         }
     }
 
@@ -185,21 +178,6 @@ impl Governed {
             server: server.clone(),
         };
         self.allows(request).await
-    }
-}
-
-struct CacheGuard<'a>(std::sync::MutexGuard<'a, Cached>);
-
-impl std::ops::Deref for CacheGuard<'_> {
-    type Target = HashMap<(PolicyRequest, bool), bool>;
-    fn deref(&self) -> &Self::Target {
-        &self.0.1
-    }
-}
-
-impl std::ops::DerefMut for CacheGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.0.1
     }
 }
 
@@ -312,24 +290,25 @@ impl ResourceGateway for Governed {
     async fn add_server(
         &self,
         server: ServerSettings,
-        requester: Requester,
+        _requester: Requester,
         idempotency_key: Option<IdempotencyKey>,
     ) -> Result<ServerStatus, Error> {
-        self.check_configure().await?;
+        let command = matches!(server.spec.endpoint, Endpoint::Stdio { .. });
+        self.check_register(command).await?;
         self.service
-            .add_server(server, requester, idempotency_key)
+            .add_server(server, Requester::Governed, idempotency_key)
             .await
     }
 
     async fn remove_server(
         &self,
         name: ServerName,
-        requester: Requester,
+        _requester: Requester,
         idempotency_key: Option<IdempotencyKey>,
     ) -> Result<RemovedServer, Error> {
-        self.check_configure().await?;
+        self.check_register(false).await?;
         self.service
-            .remove_server(name, requester, idempotency_key)
+            .remove_server(name, Requester::Governed, idempotency_key)
             .await
     }
 
@@ -338,12 +317,18 @@ impl ResourceGateway for Governed {
         server: ServerName,
         auth: UpstreamAuth,
         test_connection: bool,
-        requester: Requester,
+        _requester: Requester,
         idempotency_key: Option<IdempotencyKey>,
     ) -> Result<AuthResult, Error> {
         self.check_configure().await?;
         self.service
-            .configure_auth(server, auth, test_connection, requester, idempotency_key)
+            .configure_auth(
+                server,
+                auth,
+                test_connection,
+                Requester::Governed,
+                idempotency_key,
+            )
             .await
     }
 
@@ -356,24 +341,24 @@ impl ResourceGateway for Governed {
         &self,
         server: ServerName,
         force: bool,
-        requester: Requester,
+        _requester: Requester,
         idempotency_key: Option<IdempotencyKey>,
     ) -> Result<AuthResult, Error> {
         self.check_configure().await?;
         self.service
-            .remove_auth(server, force, requester, idempotency_key)
+            .remove_auth(server, force, Requester::Governed, idempotency_key)
             .await
     }
 
     async fn refresh_auth(
         &self,
         server: ServerName,
-        requester: Requester,
+        _requester: Requester,
         idempotency_key: Option<IdempotencyKey>,
     ) -> Result<AuthResult, Error> {
         self.check_configure().await?;
         self.service
-            .refresh_auth(server, requester, idempotency_key)
+            .refresh_auth(server, Requester::Governed, idempotency_key)
             .await
     }
 }

@@ -15,6 +15,7 @@
 //! [`ResourceGateway`]: quarry_ports::ResourceGateway
 
 mod auth;
+mod decisions;
 mod excerpt;
 mod flights;
 mod governed;

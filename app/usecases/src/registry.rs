@@ -145,7 +145,7 @@ impl ResourceService {
         requester: Requester,
         endpoint: Option<&Endpoint>,
     ) -> Result<(), Error> {
-        if requester == Requester::Operator {
+        if matches!(requester, Requester::Operator | Requester::Governed) {
             return Ok(());
         }
         if !self.options.allow_tool_registration {

@@ -31,7 +31,7 @@ impl TablePolicy {
                     Some(self.readable.contains(resource))
                 }
             }
-            PolicyRequest::Configure { .. } => Some(false),
+            PolicyRequest::Configure { .. } | PolicyRequest::Register { .. } => Some(false),
         }
     }
 }
