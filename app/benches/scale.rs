@@ -1,7 +1,9 @@
 //! Scale: 50 upstream servers (real stdio child processes) × 10,000 resources each behind one
 //! gateway. Measures a first listing (connect and list everything), a listing from the cached
-//! listings, a listing bypassing them, and 200 concurrent reads spread over the servers; reports
-//! the gateway's memory and the number of upstream processes (pool limits). Prints one JSON line.
+//! listings, a listing bypassing them, the same listing through the policy decorator (the spec's
+//! rules in a real `quarry policy-worker`, for an agent allowed every server: first with no
+//! decision cached, then cached), and 200 concurrent reads spread over the servers; reports the
+//! gateway's memory and the number of upstream processes (pool limits). Prints one JSON line.
 //! `cargo xtask bench` runs it; `QUARRY_SCALE_QUICK=1` makes it small (2 servers × 100).
 
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -10,9 +12,12 @@ use std::{collections::BTreeMap, time::Instant};
 
 use quarry::{compose, config::Settings};
 use quarry_domain::{
-    Endpoint, ListQuery, PageLimit, ResourceUri, ServerName, ServerSettings, ServerSpec,
+    AgentFacts, Endpoint, ListQuery, PageLimit, Principal, ResourceUri, ServerName, ServerSettings,
+    ServerSpec,
 };
+use quarry_policy_prolog::{PrologPolicy, WorkerCommand, program};
 use quarry_ports::{ReadRequest, ResourceGateway};
+use quarry_usecases::Governed;
 
 const QUARRY: &str = env!("CARGO_BIN_EXE_quarry");
 
@@ -86,6 +91,34 @@ fn main() {
         let fresh_ms = started.elapsed().as_secs_f64() * 1000.0;
         assert_eq!(fresh.total_count, expected);
 
+        // The policy on: every resource decided (by batches) before paging.
+        let names: Vec<ServerName> = (0..servers).map(|i| ServerName::parse(&format!("s{i:02}")).unwrap()).collect();
+        let agents = [AgentFacts {
+            agent: "alice".into(),
+            permissions: vec!["mcp_access".into()],
+            servers: names,
+            ..AgentFacts::default()
+        }];
+        let engine = PrologPolicy::start(
+            WorkerCommand { program: QUARRY.into(), args: vec!["policy-worker".into()], memory_limit: Some(1 << 30) },
+            program(None, &[], &agents, &[]),
+            std::time::Duration::from_secs(30),
+            quarry_policy_prolog::RECYCLE_AFTER,
+        )
+        .await
+        .unwrap();
+        let governed = Governed::new(service.clone(), std::sync::Arc::new(engine), Principal::new("alice"), "stdio");
+        let started = Instant::now();
+        let undecided = governed.list_resources(query.clone()).await.unwrap();
+        let policy_first_ms = started.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(undecided.total_count, expected);
+        let started = Instant::now();
+        let decided = governed.list_resources(query.clone()).await.unwrap();
+        let policy_cached_ms = started.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(decided.total_count, expected);
+        assert_eq!(decided.resources.len(), 100);
+        let rss_policy = rss_bytes(std::process::id());
+
         let started = Instant::now();
         let reads: Vec<_> = (0..200u32)
             .map(|i| {
@@ -106,7 +139,8 @@ fn main() {
         let processes = fixture_processes(&marker);
         let rss_after = rss_bytes(std::process::id());
         println!(
-            "{{\"servers\":{servers},\"resources_per_server\":{per_server},\"total_resources\":{expected},\"first_listing_ms\":{first_ms:.1},\"cached_listing_ms\":{cached_ms:.1},\"uncached_listing_ms\":{fresh_ms:.1},\"concurrent_reads\":200,\"concurrent_reads_ms\":{reads_ms:.1},\"read_errors\":{errors},\"upstream_processes\":{processes},\"gateway_rss_growth_mb\":{:.1}}}",
+            "{{\"servers\":{servers},\"resources_per_server\":{per_server},\"total_resources\":{expected},\"first_listing_ms\":{first_ms:.1},\"cached_listing_ms\":{cached_ms:.1},\"uncached_listing_ms\":{fresh_ms:.1},\"policy_listing_undecided_ms\":{policy_first_ms:.1},\"policy_listing_decided_ms\":{policy_cached_ms:.1},\"rss_growth_after_policy_listings_mb\":{:.1},\"concurrent_reads\":200,\"concurrent_reads_ms\":{reads_ms:.1},\"read_errors\":{errors},\"upstream_processes\":{processes},\"gateway_rss_growth_mb\":{:.1}}}",
+            rss_policy.saturating_sub(rss_before) as f64 / (1024.0 * 1024.0),
             rss_after.saturating_sub(rss_before) as f64 / (1024.0 * 1024.0)
         );
         assert_eq!(errors, 0);

@@ -164,6 +164,21 @@ pub(crate) fn bench() -> Result<()> {
         sc["upstream_processes"],
         ms("gateway_rss_growth_mb")
     );
+    println!(
+        "\nThe same listing through the policy decorator (the spec's rules in a real worker; the agent may use every server, so every resource is decided):\n"
+    );
+    println!(
+        "| no decision cached | decisions cached | per cached decision | cached, against the listing without policy |"
+    );
+    println!("|---|---|---|---|");
+    let decided = ms("policy_listing_decided_ms");
+    println!(
+        "| {:.0} ms | {:.0} ms | {:.2} µs | {:.2}× |",
+        ms("policy_listing_undecided_ms"),
+        decided,
+        decided * 1000.0 / sc["total_resources"].as_f64().unwrap_or(1.0).max(1.0),
+        decided / ms("cached_listing_ms").max(0.001)
+    );
     let st: Value = serde_json::from_str(&stampede_line)?;
     println!(
         "\n### Stampede: {} concurrent reads of {} resources (in process, upstream over HTTP)\n",
@@ -181,7 +196,7 @@ pub(crate) fn bench() -> Result<()> {
     println!("\n### Policy decisions (median, real worker process)\n");
     for line in String::from_utf8_lossy(&policy_out.stdout)
         .lines()
-        .filter(|l| l.starts_with('|'))
+        .filter(|l| l.starts_with('|') || l.is_empty())
     {
         println!("{line}");
     }

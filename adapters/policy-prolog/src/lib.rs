@@ -14,6 +14,13 @@ pub use engine::{PrologPolicy, WorkerCommand};
 pub use reload::ReloadablePolicy;
 pub use worker::run_worker;
 
+/// Decisions a worker makes before a fresh one replaces it. A machine keeps every atom it has
+/// seen, and interning a new one costs more the more it holds (measured: about 2 µs more per
+/// decision for every 1,000 new URIs), so a worker deciding fresh URIs slows down as it ages;
+/// a replacement loads in about 75 ms in the background. 10,000 keeps a decision on fresh URIs
+/// near 30 µs (BENCHMARKS.md, "Policy decisions").
+pub const RECYCLE_AFTER: u32 = 10_000;
+
 /// The spec's rules as shipped (`policy/rules.pl`): the program every policy starts from.
 pub const SPEC_RULES: &str = include_str!("../../../policy/rules.pl");
 
