@@ -1,5 +1,6 @@
 //! The `quarry` command line.
 
+mod audit;
 mod auth;
 mod commands;
 mod oauth;
@@ -67,6 +68,8 @@ pub enum Command {
     /// Work on the access policy: decide a request and see why, run the golden cases, check a
     /// policy before deploying it.
     Policy(policy::PolicyArgs),
+    /// Work on the audit trail: verify that no record was edited, inserted, moved or deleted.
+    Audit(audit::AuditArgs),
     /// Run a policy worker (JSON lines on stdin and stdout); the gateway starts these itself.
     #[command(hide = true)]
     PolicyWorker,
@@ -277,6 +280,7 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
         Command::Auth(args) => with_service(&settings, |s| auth::run(s, args)).await,
         Command::Vault(args) => with_service(&settings, |s| auth::vault(s, args)).await,
         Command::Policy(args) => policy::run(&settings, args).await,
+        Command::Audit(args) => audit::run(&settings, args).await,
         Command::PolicyWorker => Ok(compose::policy_worker()?),
     }
 }

@@ -8,8 +8,8 @@ use quarry_crypto_ring::{KeySource, RingCipher, RingHasher};
 use quarry_domain::{Error, ErrorCode};
 use quarry_mcp_client::{OAuthHttp, RmcpConnector};
 use quarry_mcp_server::ServerOptions;
-use quarry_ports::ResourceGateway;
-use quarry_store_sqlite::SqliteStore;
+use quarry_ports::{AuditLog, ContentHasher, ResourceGateway};
+use quarry_store_sqlite::{SqliteAudit, SqliteStore};
 use quarry_usecases::{Ports, ResourceService, ServiceOptions};
 
 use crate::{
@@ -31,6 +31,42 @@ pub async fn build(settings: &Settings) -> Result<Arc<ResourceService>, Error> {
     service(settings, ports).await
 }
 
+/// The store the settings name (a private in-memory one with no path).
+async fn open_store(settings: &Settings) -> Result<SqliteStore, Error> {
+    match &settings.store_path {
+        Some(path) => SqliteStore::open(path, settings.retention)
+            .await
+            .map_err(|e| {
+                Error::new(
+                    ErrorCode::E012,
+                    format!("{e} (set [store] path in the configuration, or QUARRY_STORE_PATH)"),
+                )
+            }),
+        None => SqliteStore::in_memory(settings.retention)
+            .await
+            .map_err(|e| {
+                tracing::error!("{e}");
+                Error::internal()
+            }),
+    }
+}
+
+/// The audit trail, in the store's file, chained with SHA-256.
+///
+/// # Errors
+/// E012 when the store cannot be opened.
+pub async fn audit_log(settings: &Settings) -> Result<Arc<dyn AuditLog>, Error> {
+    Ok(Arc::new(SqliteAudit::new(
+        open_store(settings).await?,
+        hasher(),
+    )))
+}
+
+/// SHA-256.
+pub fn hasher() -> Arc<dyn ContentHasher> {
+    Arc::new(RingHasher)
+}
+
 /// The adapters the settings choose, one per port (benchmarks swap one to watch it).
 ///
 /// # Errors
@@ -40,23 +76,7 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
         tracing::error!("{e}");
         Error::internal()
     })?;
-    let store = match &settings.store_path {
-        Some(path) => SqliteStore::open(path, settings.retention)
-            .await
-            .map_err(|e| {
-                Error::new(
-                    ErrorCode::E012,
-                    format!("{e} (set [store] path in the configuration, or QUARRY_STORE_PATH)"),
-                )
-            })?,
-        None => SqliteStore::in_memory(settings.retention)
-            .await
-            .map_err(|e| {
-                tracing::error!("{e}");
-                Error::internal()
-            })?,
-    };
-    let store = Arc::new(store);
+    let store = Arc::new(open_store(settings).await?);
     let cipher = Arc::new(RingCipher::new(key_source(&settings.vault_key)?, |path| {
         // Said once, on stderr (stdout may be the MCP transport).
         eprintln!(
@@ -80,9 +100,8 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
     })
 }
 
-/// Decisions a policy worker makes before it is replaced by a fresh one (a machine's memory
-/// grows with every query).
-const POLICY_RECYCLE_AFTER: u32 = 100_000;
+/// Decisions a policy worker makes before a fresh one replaces it.
+const POLICY_RECYCLE_AFTER: u32 = quarry_policy_prolog::RECYCLE_AFTER;
 
 /// The policy worker's loop (`quarry policy-worker`): JSON lines on stdin and stdout.
 ///
@@ -154,11 +173,34 @@ pub async fn lint_policy(policy: &PolicySettings, program: &str) -> Result<(), E
 }
 
 /// The gateway an agent of this process uses: governed by the configured policy, or, with none,
-/// the whole gateway (said on stderr: a personal gateway's agent may do everything).
+/// the whole gateway (said on stderr: a personal gateway's agent may do everything); audited
+/// unless `logging.audit_enabled` is false (said on stderr too).
 ///
 /// # Errors
-/// As [`policy_engine`].
+/// As [`policy_engine`] and [`audit_log`].
 pub async fn agent_gateway(
+    settings: &Settings,
+    service: &Arc<ResourceService>,
+    transport: &str,
+) -> Result<Arc<dyn ResourceGateway>, Error> {
+    let governed = governed_gateway(settings, service, transport).await?;
+    if !settings.audit_enabled {
+        eprintln!(
+            "quarry: logging.audit_enabled is false: the {transport} agent's requests are not audited"
+        );
+        return Ok(governed);
+    }
+    Ok(Arc::new(quarry_usecases::Audited::new(
+        governed,
+        audit_log(settings).await?,
+        hasher(),
+        Arc::new(SystemClock::new()),
+        settings.agent.clone(),
+        transport,
+    )))
+}
+
+async fn governed_gateway(
     settings: &Settings,
     service: &Arc<ResourceService>,
     transport: &str,

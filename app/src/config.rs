@@ -73,6 +73,9 @@ pub struct Settings {
     pub max_resource_bytes: u64,
     /// Log filter (`info`, `debug`, `quarry=trace`...).
     pub log_level: String,
+    /// Whether agents' requests are audited (`logging.audit_enabled`); when they are, a request
+    /// whose record cannot be written is refused.
+    pub audit_enabled: bool,
     /// Resource type rules.
     pub classifier: Classifier,
     /// Where the store lives; `None` keeps it in memory (gone at exit).
@@ -312,6 +315,7 @@ impl Settings {
                 .max_resource_size_mb
                 .saturating_mul(1024 * 1024),
             log_level: file.logging.level,
+            audit_enabled: file.logging.audit_enabled,
             classifier,
             store_path,
             retention: Retention {

@@ -4,6 +4,7 @@
 //! protocol library. Time comes in as an argument ([`Timestamp`]); values that exist are valid
 //! (parse, don't validate).
 
+mod audit;
 mod backoff;
 mod circuit;
 mod classify;
@@ -23,6 +24,10 @@ mod text;
 mod uri;
 mod version;
 
+pub use audit::{
+    AuditEntry, AuditRecord, ChainBreak, GENESIS_HASH, canonical_entry, canonical_json,
+    chain_material, verify_chain,
+};
 pub use backoff::{Backoff, RetryPolicy};
 pub use circuit::Circuit;
 pub use classify::{ClassificationRule, Classified, Classifier};

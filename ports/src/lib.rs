@@ -5,6 +5,7 @@
 //! redis, lru) appears in a signature. Every method documents its error contract, and the testkit's
 //! contract suites hold every adapter to it.
 
+mod audit;
 mod cache;
 mod clock;
 mod gateway;
@@ -18,6 +19,7 @@ mod upstream;
 mod vault;
 mod versions;
 
+pub use audit::AuditLog;
 pub use cache::{CacheStats, CachedContent, ContentCache};
 pub use clock::Clock;
 pub use gateway::{

@@ -5,6 +5,7 @@
 // These are tests: a broken promise panics where it is found, saying which.
 #![allow(clippy::unwrap_used)]
 
+pub mod audit;
 pub mod caches;
 pub mod idempotency;
 pub mod registry;

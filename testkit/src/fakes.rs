@@ -3,6 +3,7 @@
 //! counter that a real adapter has no reason to carry (a backend that goes down, calls counted).
 //! Mocks (mockall, in `quarry-ports`' `mocks` feature) remain for one-off injected faults.
 
+mod audit;
 mod caches;
 mod clock;
 mod hasher;
@@ -11,6 +12,7 @@ mod stores;
 mod upstream;
 mod vault;
 
+pub use audit::FakeAuditLog;
 pub use caches::{FakeContentCache, FakeInvalidationBus, FakeListingCache};
 pub use clock::ManualClock;
 pub use hasher::FakeHasher;

@@ -1,10 +1,12 @@
 //! The embedded store: one SQLite file, through sqlx, holding the version history of every
 //! resource Quarry has read, the servers registered at runtime, and idempotency records and
-//! reservations (shared by every process that opens the file).
+//! reservations, the credential vault's sealed records and the audit trail (shared by every
+//! process that opens the file).
 //!
 //! Architecture invariant: SQL stays here. sqlx errors become [`StoreError`] at this seam; the
 //! schema lives in `migrations/` and is applied on open.
 
+mod audit;
 mod errors;
 mod idempotency;
 mod registry;
@@ -33,6 +35,7 @@ pub struct SqliteStore {
     retention: Retention,
 }
 
+pub use audit::SqliteAudit;
 pub(crate) use errors::{corrupt, failed};
 
 fn number_of(n: i64) -> Result<VersionNumber, StoreError> {

@@ -150,6 +150,28 @@ mod contract {
     }
 
     #[tokio::test]
+    async fn the_sqlite_store_keeps_the_audit_contract() {
+        let hasher: Arc<dyn quarry_ports::ContentHasher> =
+            Arc::new(quarry_testkit::fakes::FakeHasher);
+        contract::audit::check(
+            crate::SqliteAudit::new(store().await, hasher.clone()),
+            hasher.as_ref(),
+        )
+        .await;
+        // Two connections pools on one file, as two processes would be: still one chain.
+        let dir = tempfile::tempdir().unwrap();
+        let (one, two) = two_on(&dir.path().join("audit.db")).await;
+        contract::audit::check_concurrent(
+            vec![
+                Arc::new(crate::SqliteAudit::new(one, hasher.clone())),
+                Arc::new(crate::SqliteAudit::new(two, hasher.clone())),
+            ],
+            hasher.as_ref(),
+        )
+        .await;
+    }
+
+    #[tokio::test]
     async fn the_sqlite_store_keeps_the_idempotency_contract() {
         contract::idempotency::check(store().await).await;
     }

@@ -214,12 +214,16 @@ impl Default for SecuritySection {
 pub(super) struct LoggingSection {
     #[serde(default = "default_level")]
     pub(super) level: String,
+    /// Keep the audit trail (and refuse requests when it cannot be written).
+    #[serde(default = "yes")]
+    pub(super) audit_enabled: bool,
 }
 
 impl Default for LoggingSection {
     fn default() -> Self {
         Self {
             level: default_level(),
+            audit_enabled: true,
         }
     }
 }

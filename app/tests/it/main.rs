@@ -5,6 +5,7 @@
 // A test that cannot set up its world should fail on the spot, saying where.
 #![allow(clippy::unwrap_used)]
 
+mod audit;
 mod auth;
 mod cli;
 mod hostile;

@@ -11,7 +11,7 @@ use crate::support::{QUARRY, call, call_error, call_raw, gateway, http_fixture, 
 
 /// Two servers, `notes` (item 2 declared protected) and `wiki`, the agents of the story, and
 /// `agent` as the stdio identity.
-fn config(notes: &str, wiki: &str, agent: &str, extra: &str) -> String {
+pub(crate) fn config(notes: &str, wiki: &str, agent: &str, extra: &str) -> String {
     format!(
         "{}protected_uris = [\"fixture://item/2\"]\n\n{}\
          [security]\nrequire_auth_for_protected = false\n\n\

@@ -6,7 +6,8 @@
 //! `idempotency` — and the upstream supervision
 //! they share: `upstream` (one server's pool, circuit breaker and supervisor, reached through a
 //! single `call`) and `upstreams` (every registered server). `flights` lets concurrent misses
-//! share one upstream call.
+//! share one upstream call. Two decorators wrap the gateway an agent uses: `governed` (the
+//! access policy) and, outside it, `audited` (the audit trail).
 //!
 //! Architecture invariant: this crate depends on `quarry-domain` and `quarry-ports` only among
 //! workspace crates; it names no adapter, reads no clock (the [`Clock`](quarry_ports::Clock) port
@@ -14,6 +15,7 @@
 //!
 //! [`ResourceGateway`]: quarry_ports::ResourceGateway
 
+mod audited;
 mod auth;
 mod decisions;
 mod excerpt;
@@ -33,6 +35,7 @@ mod upstreams;
 mod vault;
 mod versions;
 
+pub use audited::Audited;
 pub use governed::Governed;
 pub use oauth::SignIn;
 pub use service::{Ports, ResourceService, ServiceOptions, Supervision};

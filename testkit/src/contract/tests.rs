@@ -3,9 +3,11 @@
 use quarry_domain::Retention;
 
 use super::*;
+use std::sync::Arc;
+
 use crate::fakes::{
-    FakeContentCache, FakeCredentialStore, FakeIdempotencyStore, FakeInvalidationBus,
-    FakeListingCache, FakeRegistry, FakeVersionStore,
+    FakeAuditLog, FakeContentCache, FakeCredentialStore, FakeHasher, FakeIdempotencyStore,
+    FakeInvalidationBus, FakeListingCache, FakeRegistry, FakeVersionStore,
 };
 
 #[tokio::test]
@@ -38,4 +40,10 @@ async fn the_fake_caches_keep_their_contracts() {
 #[tokio::test]
 async fn the_fake_credential_store_keeps_the_contract() {
     vault::check(FakeCredentialStore::default()).await;
+}
+
+#[tokio::test]
+async fn the_fake_audit_log_keeps_the_contract() {
+    audit::check(FakeAuditLog::default(), &FakeHasher).await;
+    audit::check_concurrent(vec![Arc::new(FakeAuditLog::default())], &FakeHasher).await;
 }

@@ -7,6 +7,7 @@
 // The tests watch tokio's paused clock themselves; the service under test reads only its port.
 #![allow(clippy::disallowed_methods)]
 
+mod audited;
 mod governed;
 mod idempotency;
 mod list;

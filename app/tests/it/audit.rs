@@ -1,0 +1,122 @@
+//! The audit trail end to end: `quarry serve` with a policy and two fixture upstreams; what
+//! agents do is recorded, one record per request, and `quarry audit verify` finds any edit or
+//! deletion made to the file afterwards, naming the record.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use sqlx::{Connection, SqliteConnection};
+
+use crate::{
+    policy::config,
+    support::{QUARRY, call, call_error, gateway, http_fixture},
+};
+
+/// `quarry audit verify --json` on the gateway in `dir`: (exit code, stdout, stderr).
+fn verify(dir: &Path) -> (Option<i32>, Value, String) {
+    let out = std::process::Command::new(QUARRY)
+        .args(["audit", "verify", "--json", "--config"])
+        .arg(dir.join("quarry.toml"))
+        .env("QUARRY_STORE_PATH", dir.join("quarry.db"))
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn db(dir: &Path) -> SqliteConnection {
+    SqliteConnection::connect(&format!("sqlite://{}", dir.join("quarry.db").display()))
+        .await
+        .unwrap()
+}
+
+// traces: SR-005.1, SR-005.2, AU-1, AU-3, AU-4 — alice lists, reads and is denied; root
+// configures a credential: four records, in order, with who, what and the decision, and no
+// trace of the credential's secret. Editing a record, or deleting the last one, in the file
+// breaks `quarry audit verify` (E006), which names the record.
+#[tokio::test(flavor = "multi_thread")]
+async fn au_3_every_request_is_recorded_and_any_edit_is_found() {
+    let notes = http_fixture("notes", 3).await;
+    let wiki = http_fixture("wiki", 3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let alice = gateway(dir.path(), &config(&notes.url, &wiki.url, "alice", "")).await;
+    call(&alice, "list_mcp_resources", json!({"server": "notes"})).await;
+    call(
+        &alice,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://notes/fixture_3A//item/1", "offset": 2, "limit": 4}),
+    )
+    .await;
+    let (code, _) = call_error(
+        &alice,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://wiki/fixture_3A//item/1"}),
+    )
+    .await;
+    assert_eq!(code, "E004");
+    alice.cancel().await.unwrap();
+    let canary = "canary-5e1f0c3a9b7d";
+    let root = gateway(dir.path(), &config(&notes.url, &wiki.url, "root", "")).await;
+    call(
+        &root,
+        "mcp_auth_configure",
+        json!({"server": "notes", "auth_type": "bearer_token", "credentials": {"token": canary}, "test_connection": false}),
+    )
+    .await;
+    root.cancel().await.unwrap();
+
+    let (status, report, stderr) = verify(dir.path());
+    assert_eq!(status, Some(0), "{stderr}");
+    assert_eq!(report["intact"], true);
+    assert_eq!(report["records"], 4, "{report}");
+    let mut conn = db(dir.path()).await;
+    let rows: Vec<(i64, String)> =
+        sqlx::query_as("SELECT seq, entry FROM audit_records ORDER BY seq")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    let entries: Vec<Value> = rows
+        .iter()
+        .map(|(_, e)| serde_json::from_str(e).unwrap())
+        .collect();
+    let field = |k: &str| -> Vec<Value> { entries.iter().map(|e| e[k].clone()).collect() };
+    assert_eq!(field("action"), ["list", "read", "read", "auth_configure"]);
+    assert_eq!(field("agent"), ["alice", "alice", "alice", "root"]);
+    assert_eq!(field("decision"), ["allow", "allow", "deny", "allow"]);
+    assert_eq!(field("result"), ["ok", "ok", "error", "ok"]);
+    assert_eq!(entries[1]["byte_range"], "2-5");
+    assert_eq!(entries[1]["resource_uri"], "mcp://notes/fixture_3A//item/1");
+    assert_eq!(entries[2]["error_code"], "E004");
+    assert!(
+        entries[2]["explanation"]
+            .as_str()
+            .unwrap()
+            .starts_with("access denied by policy")
+    );
+    assert!(rows.iter().all(|(_, e)| !e.contains(canary)));
+
+    // The last record deleted: the head says there were four.
+    sqlx::query("DELETE FROM audit_records WHERE seq = 4")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let (status, _, stderr) = verify(dir.path());
+    assert_eq!(status, Some(16), "{stderr}");
+    assert!(stderr.contains("record 4"), "{stderr}");
+    // A record edited: who read.
+    sqlx::query(
+        "UPDATE audit_records SET entry = replace(entry, '\"alice\"', '\"mallory\"') WHERE seq = 2",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let (status, _, stderr) = verify(dir.path());
+    assert_eq!(status, Some(16), "{stderr}");
+    assert!(
+        stderr.contains("record 2") && stderr.contains("edited"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,194 @@
+//! The audit decorator: [`Audited`] wraps the gateway an agent uses (outside the policy
+//! decorator, so denials are recorded too) and writes one record per listing, read, version
+//! read, purge, registry change and credential change. It fails closed: when the trail cannot
+//! be written, the request is refused with E011 before it starts, and an answer whose record
+//! could not be written is replaced by E011, so no answered request lacks its record.
+//!
+//! A record holds a digest of the request's arguments, never the arguments; for credential
+//! changes not even that of the secret (only the server and the credential's type).
+
+mod port;
+
+use std::{
+    future::Future,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use quarry_domain::{
+    AuditEntry, ByteRange, Error, ErrorCode, Principal, ReadResourceResult, ResourceUri,
+    ServerName, canonical_json,
+};
+use quarry_ports::{AuditLog, Clock, ContentHasher, ResourceGateway};
+use serde_json::Value;
+
+/// What a request concerned, for its record.
+#[derive(Debug, Default)]
+struct Subject {
+    server: Option<String>,
+    resource_uri: Option<String>,
+    byte_range: Option<String>,
+}
+
+/// What came of it, beyond success or failure.
+#[derive(Debug, Default)]
+struct Outcome {
+    cache_status: Option<&'static str>,
+    bytes_returned: Option<u64>,
+}
+
+/// The gateway as one agent uses it, every request accounted for.
+#[derive(Debug)]
+pub struct Audited {
+    inner: Arc<dyn ResourceGateway>,
+    log: Arc<dyn AuditLog>,
+    hasher: Arc<dyn ContentHasher>,
+    clock: Arc<dyn Clock>,
+    agent: Principal,
+    transport: String,
+    /// Correlation ids: this gateway's start, then a counter.
+    run: String,
+    next: AtomicU64,
+}
+
+fn range_text(range: ByteRange) -> Option<String> {
+    if range == ByteRange::WHOLE {
+        return None;
+    }
+    Some(match range.limit() {
+        // Inclusive, as HTTP writes ranges.
+        Some(limit) => format!(
+            "{}-{}",
+            range.offset(),
+            range.offset().saturating_add(limit.saturating_sub(1))
+        ),
+        None => format!("{}-", range.offset()),
+    })
+}
+
+impl Audited {
+    /// The gateway `inner`, as `agent` uses it over `transport`, recorded in `log`.
+    pub fn new(
+        inner: Arc<dyn ResourceGateway>,
+        log: Arc<dyn AuditLog>,
+        hasher: Arc<dyn ContentHasher>,
+        clock: Arc<dyn Clock>,
+        agent: Principal,
+        transport: &str,
+    ) -> Self {
+        let run = format!("{:x}", clock.now().timestamp_micros());
+        Self {
+            inner,
+            log,
+            hasher,
+            clock,
+            agent,
+            transport: transport.to_owned(),
+            run,
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Runs `work` for `action` with its record: refused when the trail cannot be written,
+    /// answered only once its record is.
+    async fn recorded<T>(
+        &self,
+        action: &str,
+        input: Value,
+        subject: Subject,
+        work: impl Future<Output = Result<T, Error>>,
+        outcome: impl Fn(&T) -> Outcome,
+    ) -> Result<T, Error> {
+        let correlation_id = format!("{}-{}", self.run, self.next.fetch_add(1, Ordering::Relaxed));
+        if let Err(e) = self.log.writable().await {
+            tracing::error!(%correlation_id, action, "audit trail unwritable, request refused: {e}");
+            return Err(unrecorded());
+        }
+        let started = self.clock.monotonic();
+        let result = work.await;
+        let latency = self.clock.monotonic().saturating_sub(started);
+        let (result_text, error_code, decision, seen) = match &result {
+            Ok(value) => ("ok", None, "allow", outcome(value)),
+            Err(e) => (
+                "error",
+                Some(e.code().as_str().to_owned()),
+                if is_denial(e) { "deny" } else { "allow" },
+                Outcome::default(),
+            ),
+        };
+        let entry = AuditEntry {
+            time: self.clock.now(),
+            correlation_id: correlation_id.clone(),
+            agent: self.agent.as_str().to_owned(),
+            transport: self.transport.clone(),
+            action: action.to_owned(),
+            input_digest: self.digest(&input),
+            server: subject.server,
+            resource_uri: subject.resource_uri,
+            byte_range: subject.byte_range,
+            decision: decision.to_owned(),
+            explanation: result
+                .as_ref()
+                .err()
+                .filter(|e| is_denial(e))
+                .map(|e| e.message().to_owned()),
+            cache_status: seen.cache_status.map(str::to_owned),
+            result: result_text.to_owned(),
+            error_code,
+            latency_us: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+            bytes_returned: seen.bytes_returned,
+        };
+        if let Err(e) = self.log.append(&entry).await {
+            tracing::error!(%correlation_id, action, "audit record not written, answer withheld: {e}");
+            return Err(unrecorded());
+        }
+        result
+    }
+
+    fn digest(&self, input: &Value) -> String {
+        // Canonical JSON (sorted keys), as the records themselves are.
+        self.hasher.sha256(canonical_json(input).as_bytes()).hex()
+    }
+}
+
+/// A denial by the policy (E004 with the policy's text).
+fn is_denial(e: &Error) -> bool {
+    e.code() == ErrorCode::E004 && e.message().starts_with("access denied by policy")
+}
+
+fn unrecorded() -> Error {
+    Error::new(
+        ErrorCode::E011,
+        "the audit trail cannot be written; the request is refused (see the gateway's log)",
+    )
+}
+
+fn server_subject(server: &ServerName) -> Subject {
+    Subject {
+        server: Some(server.as_str().to_owned()),
+        ..Subject::default()
+    }
+}
+
+fn uri_subject(uri: &ResourceUri, range: Option<String>) -> Subject {
+    Subject {
+        server: Some(uri.server().as_str().to_owned()),
+        resource_uri: Some(uri.as_str().to_owned()),
+        byte_range: range,
+    }
+}
+
+/// Bytes of content in a read's answer (text, or base64 decoded).
+fn content_bytes(r: &ReadResourceResult) -> u64 {
+    let n = match (&r.content, &r.bytes_content) {
+        (Some(text), _) => text.len(),
+        (None, Some(b64)) => {
+            let padding = b64.bytes().rev().take_while(|b| *b == b'=').count();
+            (b64.len() / 4 * 3).saturating_sub(padding)
+        }
+        (None, None) => 0,
+    };
+    u64::try_from(n).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,123 @@
+//! The audit decorator over the real use cases and fake upstreams: one record per request,
+//! chained; nothing reaches the upstream while the trail cannot be written (E011), and service
+//! resumes when it can; a denial by the policy is recorded as one; no secret reaches a record.
+
+use quarry_domain::{GENESIS_HASH, Secret, UpstreamAuth, verify_chain};
+use quarry_ports::{AuditLog, Requester};
+use quarry_testkit::fakes::FakeAuditLog;
+use quarry_usecases::Audited;
+
+use super::*;
+
+fn audited(world: &World, log: &Arc<FakeAuditLog>) -> Audited {
+    Audited::new(
+        world.service.clone(),
+        log.clone(),
+        Arc::new(FakeHasher),
+        world.clock.clone(),
+        Principal::new("alice"),
+        "stdio",
+    )
+}
+
+// traces: SR-005.1, SR-005.3, AU-1 — a listing, a read of a range and a failed read give one
+// record each, in order, chained, with what each concerned and what came of it.
+#[tokio::test]
+async fn au_1_every_request_has_its_record_in_one_chain() {
+    let world = world().await;
+    let log = Arc::new(FakeAuditLog::default());
+    let gateway = audited(&world, &log);
+    gateway.list_resources(ListQuery::default()).await.unwrap();
+    let request = ReadRequest {
+        range: ByteRange::new(0, Some(5)).unwrap(),
+        ..read(A)
+    };
+    gateway.read_resource(request.clone()).await.unwrap();
+    gateway.read_resource(request).await.unwrap();
+    let missing = gateway
+        .read_resource(read("mcp://docs/file_3A///nothing.txt"))
+        .await;
+    assert!(missing.is_err());
+
+    let entries = log.entries();
+    let actions: Vec<_> = entries.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(actions, ["list", "read", "read", "read"]);
+    let first_read = &entries[1];
+    assert_eq!(first_read.agent, "alice");
+    assert_eq!(first_read.transport, "stdio");
+    assert_eq!(first_read.resource_uri.as_deref(), Some(A));
+    assert_eq!(first_read.server.as_deref(), Some("docs"));
+    assert_eq!(first_read.byte_range.as_deref(), Some("0-4"));
+    assert_eq!(first_read.result, "ok");
+    assert_eq!(first_read.bytes_returned, Some(5));
+    assert_eq!(first_read.cache_status.as_deref(), Some("miss"));
+    assert_eq!(entries[2].cache_status.as_deref(), Some("hit"));
+    assert_eq!(entries[3].result, "error");
+    assert!(entries[3].error_code.is_some());
+    let ids: std::collections::BTreeSet<_> = entries.iter().map(|e| &e.correlation_id).collect();
+    assert_eq!(ids.len(), 4, "one correlation id per request");
+    let records = log.records(0, 100).await.unwrap();
+    assert_eq!(
+        verify_chain(&records, (0, GENESIS_HASH.into()), |b| FakeHasher.sha256(b)).map(|v| v.0),
+        Ok(4)
+    );
+}
+
+// traces: SR-005.4, AU-2 — while the trail cannot be written, every request is refused with
+// E011 before it reaches the upstream; once it can, service resumes without a restart.
+#[tokio::test]
+async fn au_2_an_unwritable_trail_refuses_requests_before_the_upstream() {
+    let world = world().await;
+    let log = Arc::new(FakeAuditLog::default());
+    let gateway = audited(&world, &log);
+    log.set_down(true);
+    let reads = world.docs.reads.load(Ordering::SeqCst);
+    for _ in 0..3 {
+        let refused = gateway.read_resource(read(A)).await.unwrap_err();
+        assert_eq!(refused.code(), ErrorCode::E011, "{refused}");
+    }
+    let refused = gateway
+        .list_resources(ListQuery::default())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::E011);
+    assert_eq!(
+        world.docs.reads.load(Ordering::SeqCst),
+        reads,
+        "a request reached the upstream with no record possible"
+    );
+    assert!(log.entries().is_empty());
+    log.set_down(false);
+    gateway.read_resource(read(A)).await.unwrap();
+    assert_eq!(log.entries().len(), 1);
+}
+
+// traces: SR-005.2, AU-4 — a credential change is recorded with the server and the type of the
+// credential, and neither the secret nor a digest of it.
+#[tokio::test]
+async fn au_4_a_credential_change_is_recorded_without_its_secret() {
+    let world = world().await;
+    let log = Arc::new(FakeAuditLog::default());
+    let gateway = audited(&world, &log);
+    let secret = "canary-9f8e7d6c5b4a";
+    let outcome = gateway
+        .configure_auth(
+            ServerName::parse("docs").unwrap(),
+            UpstreamAuth::Bearer {
+                token: Secret::parse("token", secret.to_owned()).unwrap(),
+            },
+            false,
+            Requester::Operator,
+            None,
+        )
+        .await;
+    let entries = log.entries();
+    assert_eq!(entries.len(), 1, "{outcome:?}");
+    assert_eq!(entries[0].action, "auth_configure");
+    let text = serde_json::to_string(&log.records(0, 10).await.unwrap()).unwrap();
+    assert!(!text.contains(secret), "{text}");
+    let digest_of_secret = FakeHasher.sha256(secret.as_bytes()).hex();
+    assert!(!text.contains(&digest_of_secret));
+    assert_eq!(entries[0].server.as_deref(), Some("docs"));
+    assert_ne!(entries[0].input_digest, digest_of_secret);
+}
