@@ -120,3 +120,73 @@ async fn au_3_every_request_is_recorded_and_any_edit_is_found() {
         "{stderr}"
     );
 }
+
+// traces: AV-6 — the gateway is killed (SIGKILL) in the middle of a burst of concurrent reads,
+// each of which appends a record: the chain verifies afterwards, and every read answered before
+// the kill has its record.
+#[tokio::test(flavor = "multi_thread")]
+async fn av_6_sigkill_during_a_burst_of_audited_reads_leaves_a_chain_that_verifies() {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    use rmcp::{
+        ServiceExt,
+        model::{CallToolRequestParams, ClientConfig},
+        transport::TokioChildProcess,
+    };
+
+    let notes = http_fixture("notes", 3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("quarry.toml");
+    std::fs::write(&path, crate::support::http_server("notes", &notes.url)).unwrap();
+    let mut cmd = tokio::process::Command::new(QUARRY);
+    cmd.args(["serve", "--stdio", "--config"])
+        .arg(&path)
+        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"));
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = transport.id().unwrap();
+    let client = Arc::new(ClientConfig::default().serve(transport).await.unwrap());
+    let answered = Arc::new(AtomicUsize::new(0));
+    let readers: Vec<_> = (0..8)
+        .map(|i| {
+            let (client, answered) = (client.clone(), answered.clone());
+            tokio::spawn(async move {
+                let uri = format!("mcp://notes/fixture_3A//item/{}", i % 3 + 1);
+                let Value::Object(args) = json!({"resource_uri": uri}) else {
+                    unreachable!()
+                };
+                let call = CallToolRequestParams::new("read_mcp_resource").with_arguments(args);
+                // Until the gateway is gone; only successful reads count as acknowledged.
+                while let Ok(result) = client.call_tool(call.clone()).await {
+                    if result.is_error != Some(true) {
+                        answered.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            })
+        })
+        .collect();
+    while answered.load(Ordering::SeqCst) < 40 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    for r in readers {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), r).await;
+    }
+    let acknowledged = answered.load(Ordering::SeqCst);
+    let (status, report, stderr) = verify(dir.path());
+    assert_eq!(status, Some(0), "{stderr}");
+    let records = report["records"].as_u64().unwrap();
+    assert!(
+        records >= u64::try_from(acknowledged).unwrap(),
+        "{acknowledged} reads answered, {records} records"
+    );
+}
