@@ -3,7 +3,8 @@
 //! - `in_process`: `ResourceService::read_resource` on a cache hit, with and without checksum
 //!   validation (the re-hash of the cached bytes).
 //! - `stdio`: one MCP `resources/read` over stdio: straight to the fixture upstream (the floor),
-//!   through `quarry serve` (cache hit), and the `read_mcp_resource` tool through `quarry serve`.
+//!   through `quarry serve` (cache hit), and the `read_mcp_resource` tool through `quarry serve`,
+//!   audited (the default) and with `logging.audit_enabled = false`.
 //!
 //! - `invalidation`: from an upstream announcing a change (`notifications/resources/updated`, over
 //!   streamable HTTP on loopback) to the cached entry being gone.
@@ -44,13 +45,17 @@ async fn direct_client() -> RunningService<RoleClient, ClientConfig> {
     ClientConfig::default().serve(transport).await.unwrap()
 }
 
-async fn gateway_client(dir: &std::path::Path) -> RunningService<RoleClient, ClientConfig> {
+/// `quarry serve` over the fixture, its store in `dir`, auditing or not.
+async fn gateway_client(
+    dir: &std::path::Path,
+    audit: bool,
+) -> RunningService<RoleClient, ClientConfig> {
     let config = format!(
-        "[servers.bench]\ncommand = {QUARRY:?}\nargs = {}\n\n[results]\ninline_limit_kb = 2048\n\n[store]\npath = {:?}\n",
+        "[servers.bench]\ncommand = {QUARRY:?}\nargs = {}\n\n[results]\ninline_limit_kb = 2048\n\n[store]\npath = {:?}\n\n[logging]\naudit_enabled = {audit}\n",
         serde_json::to_string(&fixture_args()).unwrap(),
         dir.join("bench.db").display().to_string()
     );
-    let path = dir.join("quarry.toml");
+    let path = dir.join(format!("quarry-{audit}.toml"));
     std::fs::write(&path, config).unwrap();
     let mut cmd = tokio::process::Command::new(QUARRY);
     cmd.args(["serve", "--config"])
@@ -129,14 +134,17 @@ fn over_stdio(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let direct = rt.block_on(direct_client());
-    let gateway = rt.block_on(gateway_client(dir.path()));
+    let gateway = rt.block_on(gateway_client(dir.path(), true));
+    let unaudited = rt.block_on(gateway_client(dir.path(), false));
     let mut group = c.benchmark_group("read/stdio");
     for (label, n) in SIZES {
         let upstream = format!("fixture://sized/{n}");
         let through = gateway_uri(n);
         // Warm the gateway's cache.
-        rt.block_on(gateway.read_resource(ReadResourceRequestParams::new(through.clone())))
-            .unwrap();
+        for g in [&gateway, &unaudited] {
+            rt.block_on(g.read_resource(ReadResourceRequestParams::new(through.clone())))
+                .unwrap();
+        }
         group.bench_function(BenchmarkId::new("direct_floor", label), |b| {
             b.to_async(&rt)
                 .iter(|| direct.read_resource(ReadResourceRequestParams::new(upstream.clone())));
@@ -156,11 +164,19 @@ fn over_stdio(c: &mut Criterion) {
                 )
             });
         });
+        group.bench_function(BenchmarkId::new("quarry_read_tool_unaudited", label), |b| {
+            b.to_async(&rt).iter(|| {
+                unaudited.call_tool(
+                    CallToolRequestParams::new("read_mcp_resource").with_arguments(args.clone()),
+                )
+            });
+        });
     }
     group.finish();
     rt.block_on(async {
         direct.cancel().await.unwrap();
         gateway.cancel().await.unwrap();
+        unaudited.cancel().await.unwrap();
     });
 }
 

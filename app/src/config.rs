@@ -33,6 +33,9 @@
 //!
 //! [logging]
 //! level = "info"
+//! format = "pretty"              # or "json"
+//! # file = "/var/log/quarry.log" # default: stderr
+//! audit_enabled = true
 //! ```
 
 mod env;
@@ -50,6 +53,7 @@ use zeroize::Zeroizing;
 
 pub use env::ENV_OVERRIDES;
 use env::apply_env;
+pub use file::LogFormat;
 use file::{File, ServerSection};
 pub use policy::PolicySettings;
 
@@ -73,6 +77,10 @@ pub struct Settings {
     pub max_resource_bytes: u64,
     /// Log filter (`info`, `debug`, `quarry=trace`...).
     pub log_level: String,
+    /// How log events are written (`logging.format`).
+    pub log_format: LogFormat,
+    /// Where (`logging.file`; none: stderr).
+    pub log_file: Option<PathBuf>,
     /// Whether agents' requests are audited (`logging.audit_enabled`); when they are, a request
     /// whose record cannot be written is refused.
     pub audit_enabled: bool,
@@ -304,6 +312,14 @@ impl Settings {
                 ..p
             });
         let agent = policy::serve_agent(&file.serve).map_err(|e| at(e.message().to_owned()))?;
+        let log_file =
+            file.logging
+                .file
+                .clone()
+                .map(|p| match source.as_deref().and_then(Path::parent) {
+                    Some(dir) if p.is_relative() => dir.join(p),
+                    _ => p,
+                });
         Ok(Self {
             source,
             servers,
@@ -316,6 +332,8 @@ impl Settings {
                 .saturating_mul(1024 * 1024),
             log_level: file.logging.level,
             audit_enabled: file.logging.audit_enabled,
+            log_format: file.logging.format,
+            log_file,
             classifier,
             store_path,
             retention: Retention {

@@ -1,12 +1,13 @@
 //! The `quarry` binary: parse, run, map errors to exit codes.
 
 use clap::Parser;
+use quarry::config::LogFormat;
 use quarry::{
     cli::{Cli, run},
     config::Settings,
     failure::Failure,
 };
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::{EnvFilter, fmt::writer::BoxMakeWriter};
 
 fn main() {
     let cli = Cli::parse();
@@ -30,15 +31,38 @@ fn main() {
         (Ok(s), true) => s.log_level.clone(),
         _ => "warn".to_owned(),
     };
-    // Logs go to stderr only: on stdio, stdout belongs to MCP.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+    let filter_text = cli.log.clone().unwrap_or(default_filter);
+    let filter = capped(
+        EnvFilter::try_new(&filter_text).unwrap_or_else(|_| EnvFilter::new("warn")),
+        &filter_text,
+    );
+    let (format, file) = match &settings {
+        Ok(s) if serving => (s.log_format, s.log_file.clone()),
+        _ => (LogFormat::Pretty, None),
+    };
+    // Logs go to stderr or a file, never stdout: on stdio, stdout belongs to MCP.
+    let writer = match file {
+        None => BoxMakeWriter::new(std::io::stderr),
+        Some(path) => match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        {
+            Ok(f) => BoxMakeWriter::new(std::sync::Mutex::new(f)),
+            Err(e) => {
+                eprintln!("quarry: cannot open the log file {}: {e}", path.display());
+                std::process::exit(quarry_domain::ErrorCode::E001.exit_code());
+            }
+        },
+    };
+    let logs = tracing_subscriber::fmt()
+        .with_writer(writer)
         .with_ansi(false)
-        .with_env_filter(capped(
-            EnvFilter::try_new(cli.log.as_deref().unwrap_or(&default_filter))
-                .unwrap_or_else(|_| EnvFilter::new("warn")),
-        ))
-        .init();
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Json => logs.json().init(),
+        LogFormat::Pretty => logs.init(),
+    }
     let settings = match settings {
         Ok(s) => s,
         Err(e) => {
@@ -72,11 +96,22 @@ fn main() {
 }
 
 /// The libraries that log whole messages (requests with their arguments, answers with their
-/// content, headers) below `info` are held at `info` whatever the filter asks: credentials and
-/// resource content never reach the log.
-fn capped(mut filter: EnvFilter) -> EnvFilter {
+/// content, headers, peers' descriptions) are held at `warn`, or at `info` where the filter
+/// (`text`) names them, whatever it asks: credentials and resource content never reach the log,
+/// and their chatter does not drown Quarry's own.
+fn capped(mut filter: EnvFilter, text: &str) -> EnvFilter {
     for target in ["rmcp", "hyper", "hyper_util", "reqwest", "h2", "sqlx"] {
-        if let Ok(directive) = format!("{target}=info").parse() {
+        let asked = text
+            .split(',')
+            .filter_map(|d| d.trim().split_once('='))
+            .find(|(t, _)| *t == target)
+            .map(|(_, level)| level.trim().to_ascii_lowercase());
+        let level = match asked.as_deref() {
+            None => "warn",
+            Some("debug" | "trace") => "info",
+            Some(_) => continue,
+        };
+        if let Ok(directive) = format!("{target}={level}").parse() {
             filter = filter.add_directive(directive);
         }
     }

@@ -107,20 +107,27 @@ pub(crate) fn bench() -> Result<()> {
     }
     println!("\n### One read over stdio (median; ratio to the direct floor)\n");
     println!(
-        "| size | direct to upstream (floor) | Quarry `resources/read`, cached | Quarry `read_mcp_resource`, cached |"
+        "| size | direct to upstream (floor) | Quarry `resources/read`, cached | Quarry `read_mcp_resource`, cached | the same, audit off | cost of auditing |"
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for size in SIZES {
         let floor = estimate(&root, &format!("read_stdio/direct_floor/{size}"))?;
         let native = estimate(&root, &format!("read_stdio/quarry_resources_read/{size}"))?;
         let tool = estimate(&root, &format!("read_stdio/quarry_read_tool/{size}"))?;
+        let unaudited = estimate(
+            &root,
+            &format!("read_stdio/quarry_read_tool_unaudited/{size}"),
+        )?;
         println!(
-            "| {size} | {} | {} ({:.2}×) | {} ({:.2}×) |",
+            "| {size} | {} | {} ({:.2}×) | {} ({:.2}×) | {} ({:.2}×) | {:+.0} % |",
             human(floor),
             human(native),
             native / floor,
             human(tool),
-            tool / floor
+            tool / floor,
+            human(unaudited),
+            unaudited / floor,
+            (tool / unaudited - 1.0) * 100.0
         );
     }
     let invalidation = estimate(&root, "invalidation/resources_updated_to_evicted_http")?;

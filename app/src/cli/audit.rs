@@ -2,6 +2,8 @@
 //! record's hash and its link to the one before, and checks that the chain ends where the
 //! store's head says. Names the first record that breaks it (edited, inserted, moved, or
 //! records missing), as E006 (integrity).
+//!
+//! `quarry audit export`: the records a filter selects, streamed as JSON lines or CSV.
 
 use std::io::Write;
 
@@ -20,12 +22,16 @@ pub struct AuditArgs {
     pub json: bool,
 }
 
-/// `quarry audit verify`.
+/// `quarry audit verify | export`.
 #[derive(Debug, Subcommand)]
 pub enum AuditAction {
     /// Check that no record of the audit trail was edited, inserted, moved or deleted.
     Verify,
+    /// Write the records a filter selects to stdout, oldest first (progress on stderr).
+    Export(export::ExportArgs),
 }
+
+mod export;
 
 /// Records read per page.
 const PAGE: usize = 1_000;
@@ -42,8 +48,10 @@ fn broken(seq: u64, what: &str) -> Failure {
 
 /// Runs one `quarry audit` command.
 pub(super) async fn run(settings: &Settings, args: AuditArgs) -> Result<(), Failure> {
-    let AuditAction::Verify = args.action;
     let log = compose::audit_log(settings).await?;
+    if let AuditAction::Export(export) = args.action {
+        return export::run(log.as_ref(), export).await;
+    }
     let hasher = compose::hasher();
     let unreadable = |e: quarry_ports::StoreError| match e {
         quarry_ports::StoreError::Corrupt(why) => Failure::from(Error::new(

@@ -217,6 +217,22 @@ pub(super) struct LoggingSection {
     /// Keep the audit trail (and refuse requests when it cannot be written).
     #[serde(default = "yes")]
     pub(super) audit_enabled: bool,
+    /// `pretty` (one line per event, for people) or `json` (one JSON object per line).
+    #[serde(default)]
+    pub(super) format: LogFormat,
+    /// Write the log to this file (appended) instead of stderr.
+    pub(super) file: Option<std::path::PathBuf>,
+}
+
+/// How log events are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One line per event, for people.
+    #[default]
+    Pretty,
+    /// One JSON object per line, for log collectors.
+    Json,
 }
 
 impl Default for LoggingSection {
@@ -224,6 +240,8 @@ impl Default for LoggingSection {
         Self {
             level: default_level(),
             audit_enabled: true,
+            format: LogFormat::default(),
+            file: None,
         }
     }
 }

@@ -27,16 +27,34 @@ fn verify(dir: &Path) -> (Option<i32>, Value, String) {
     )
 }
 
+/// `quarry audit export ARGS` on the gateway in `dir`: its stdout.
+fn export(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(QUARRY)
+        .args(["audit", "export", "--config"])
+        .arg(dir.join("quarry.toml"))
+        .args(args)
+        .env("QUARRY_STORE_PATH", dir.join("quarry.db"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 async fn db(dir: &Path) -> SqliteConnection {
     SqliteConnection::connect(&format!("sqlite://{}", dir.join("quarry.db").display()))
         .await
         .unwrap()
 }
 
-// traces: SR-005.1, SR-005.2, AU-1, AU-3, AU-4 — alice lists, reads and is denied; root
-// configures a credential: four records, in order, with who, what and the decision, and no
-// trace of the credential's secret. Editing a record, or deleting the last one, in the file
-// breaks `quarry audit verify` (E006), which names the record.
+// traces: SR-005.1, SR-005.2, SR-005.5, AU-1, AU-3, AU-4 — alice lists, reads and is denied;
+// root configures a credential: four records, in order, with who, what and the decision, and
+// no trace of the credential's secret, in the trail or its exports (JSON lines, CSV). Editing a
+// record, or deleting the last one, in the file breaks `quarry audit verify` (E006), which names
+// the record.
 #[tokio::test(flavor = "multi_thread")]
 async fn au_3_every_request_is_recorded_and_any_edit_is_found() {
     let notes = http_fixture("notes", 3).await;
@@ -97,6 +115,45 @@ async fn au_3_every_request_is_recorded_and_any_edit_is_found() {
             .starts_with("access denied by policy")
     );
     assert!(rows.iter().all(|(_, e)| !e.contains(canary)));
+
+    // SR-005.5: exports of a selection, as JSON lines and as CSV.
+    let denied = export(dir.path(), &["--decision", "deny"]);
+    let lines: Vec<Value> = denied
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{denied}");
+    assert_eq!(lines[0]["seq"], 3);
+    assert_eq!(
+        lines[0]["entry"]["resource_uri"],
+        "mcp://wiki/fixture_3A//item/1"
+    );
+    assert_eq!(lines[0]["record_hash"].as_str().unwrap().len(), 64);
+    let csv = export(dir.path(), &["--agent", "alice", "--format", "csv"]);
+    let csv_rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        csv_rows.len(),
+        4,
+        "a header and alice's three records: {csv}"
+    );
+    assert!(
+        csv_rows[0].starts_with("seq,time,correlation_id,agent,"),
+        "{csv}"
+    );
+    assert!(
+        csv_rows[2].contains(",read,notes,mcp://notes/fixture_3A//item/1,2-5,allow,"),
+        "{csv}"
+    );
+    assert!(
+        export(
+            dir.path(),
+            &["--server", "wiki", "--since", "2000-01-01T00:00:00Z"]
+        )
+        .lines()
+        .count()
+            == 1
+    );
+    assert!(!csv.contains(canary) && !denied.contains(canary));
 
     // The last record deleted: the head says there were four.
     sqlx::query("DELETE FROM audit_records WHERE seq = 4")

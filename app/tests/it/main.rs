@@ -11,6 +11,7 @@ mod cli;
 mod hostile;
 mod hostile_http;
 mod inputs;
+mod logs;
 mod oauth;
 mod peers;
 mod policy;

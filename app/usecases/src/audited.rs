@@ -5,7 +5,9 @@
 //! could not be written is replaced by E011, so no answered request lacks its record.
 //!
 //! A record holds a digest of the request's arguments, never the arguments; for credential
-//! changes not even that of the secret (only the server and the credential's type).
+//! changes not even that of the secret (only the server and the credential's type). Each
+//! request runs in a `request` span carrying its correlation id, so every log line it causes
+//! can be matched with its record.
 
 mod port;
 
@@ -23,6 +25,7 @@ use quarry_domain::{
 };
 use quarry_ports::{AuditLog, Clock, ContentHasher, ResourceGateway};
 use serde_json::Value;
+use tracing::Instrument;
 
 /// What a request concerned, for its record.
 #[derive(Debug, Default)]
@@ -106,9 +109,18 @@ impl Audited {
             tracing::error!(%correlation_id, action, "audit trail unwritable, request refused: {e}");
             return Err(unrecorded());
         }
+        let span = tracing::info_span!("request", %correlation_id, agent = %self.agent, action);
         let started = self.clock.monotonic();
-        let result = work.await;
+        let result = work.instrument(span.clone()).await;
         let latency = self.clock.monotonic().saturating_sub(started);
+        span.in_scope(|| match &result {
+            Ok(_) => tracing::debug!(latency_us = latency.as_micros(), "answered"),
+            Err(e) => tracing::debug!(
+                latency_us = latency.as_micros(),
+                code = e.code().as_str(),
+                "failed"
+            ),
+        });
         let (result_text, error_code, decision, seen) = match &result {
             Ok(value) => ("ok", None, "allow", outcome(value)),
             Err(e) => (
