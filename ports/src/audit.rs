@@ -18,7 +18,10 @@ use crate::StoreError;
 /// or `Corrupt`.
 #[async_trait]
 pub trait AuditLog: Send + Sync + std::fmt::Debug {
-    /// Whether a record could be written now (the request is refused before it starts if not).
+    /// Whether a record could be written now, as far as the log can tell without slowing every
+    /// request: an adapter may answer from its last append and test only after a failure (then
+    /// the first request after the backend broke reaches its use case, and its answer is
+    /// withheld because its record cannot be written).
     async fn writable(&self) -> Result<(), StoreError>;
     /// Appends `entry` as the next record.
     async fn append(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError>;

@@ -1,8 +1,17 @@
 //! The audit trail in the same SQLite file: one row per record and the chain's head, both
 //! written in one `IMMEDIATE` transaction, so every process appending to the file extends one
 //! chain and a process killed mid-append leaves it as it was.
+//!
+//! A handle remembers the head it last wrote, so an append is one batch (one round trip to the
+//! connection's thread) while no other writer moved it; otherwise it reads the head first.
+//! `writable` costs nothing while appends succeed; after one fails it writes to find out (a
+//! committed no-op on the head row, which reaches the write-ahead log, so a full disk shows),
+//! and keeps saying no until such a write succeeds.
 
-use std::sync::Arc;
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
 
 use async_trait::async_trait;
 use quarry_domain::{AuditEntry, AuditRecord, GENESIS_HASH, canonical_entry, chain_material};
@@ -16,33 +25,112 @@ use crate::{SqliteStore, corrupt, failed};
 pub struct SqliteAudit {
     store: SqliteStore,
     hasher: Arc<dyn ContentHasher>,
+    /// False from a failed append until a test write succeeds.
+    healthy: Arc<AtomicBool>,
+    /// The head this handle last wrote or read, for the one-round-trip append.
+    head: Arc<std::sync::Mutex<Option<(u64, String)>>>,
 }
 
 impl SqliteAudit {
     /// The audit log kept in `store`'s file.
     pub fn new(store: SqliteStore, hasher: Arc<dyn ContentHasher>) -> Self {
-        Self { store, hasher }
+        Self {
+            store,
+            hasher,
+            healthy: Arc::new(AtomicBool::new(false)),
+            head: Arc::default(),
+        }
     }
-}
 
-fn seq_of(n: i64) -> Result<u64, StoreError> {
-    u64::try_from(n).map_err(|_| corrupt(format!("an audit record's number is {n}")))
-}
-
-#[async_trait]
-impl AuditLog for SqliteAudit {
-    async fn writable(&self) -> Result<(), StoreError> {
-        // Taking the write lock is what an append needs first; a read-only or locked file fails.
-        let tx = self
+    /// A write that changes nothing but must reach the file.
+    async fn test_write(&self) -> Result<(), StoreError> {
+        let mut tx = self
             .store
             .pool
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(failed)?;
-        tx.rollback().await.map_err(failed)
+        sqlx::query("UPDATE audit_head SET seq = seq WHERE id = 1")
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
+        tx.commit().await.map_err(failed)
     }
 
-    async fn append(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
+    /// Appends after the head this handle knows, in one batch: the head moves only if it is
+    /// still that one, and the record goes in only if the head moved. `None` when another
+    /// writer moved the head first (nothing was written).
+    async fn append_after(
+        &self,
+        entry: &AuditEntry,
+        (last, last_hash): (u64, String),
+    ) -> Result<Option<AuditRecord>, StoreError> {
+        // Only digits and hex reach the SQL text: numbers, our own hashes (checked), and the
+        // entry as a blob literal.
+        if last_hash.len() != 64 || !last_hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        let seq = last + 1;
+        let record_hash = self
+            .hasher
+            .sha256(&chain_material(seq, entry, &last_hash))
+            .hex();
+        let text: String = canonical_entry(entry)
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let batch = format!(
+            "BEGIN IMMEDIATE;
+             UPDATE audit_head SET seq = {seq}, record_hash = '{record_hash}'
+                 WHERE id = 1 AND seq = {last} AND record_hash = '{last_hash}';
+             INSERT INTO audit_records (seq, entry, previous_hash, record_hash)
+                 SELECT {seq}, CAST(X'{text}' AS TEXT), '{last_hash}', '{record_hash}'
+                 WHERE changes() = 1;
+             SELECT changes();
+             COMMIT;"
+        );
+        let mut conn = self.store.pool.acquire().await.map_err(failed)?;
+        // Audited: see above; nothing but digits and hex digits is interpolated.
+        let inserted = sqlx::raw_sql(sqlx::AssertSqlSafe(batch))
+            .fetch_all(&mut *conn)
+            .await
+            .map(|rows| {
+                rows.first()
+                    .and_then(|r| r.try_get::<i64, _>(0).ok())
+                    .unwrap_or(0)
+            });
+        match inserted {
+            Ok(1) => Ok(Some(AuditRecord {
+                seq,
+                entry: entry.clone(),
+                previous_hash: last_hash,
+                record_hash,
+            })),
+            Ok(_) => Ok(None),
+            Err(e) => {
+                let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
+                Err(failed(e))
+            }
+        }
+    }
+
+    async fn chain(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
+        let known = self.head.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let record = match known {
+            Some(head) => self.append_after(entry, head).await?,
+            None => None,
+        };
+        let record = match record {
+            Some(r) => r,
+            None => self.append_reading_head(entry).await?,
+        };
+        *self.head.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((record.seq, record.record_hash.clone()));
+        Ok(record)
+    }
+
+    /// Appends after the head as stored (the first append of a handle, or after another writer).
+    async fn append_reading_head(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
         let mut tx = self
             .store
             .pool
@@ -89,6 +177,28 @@ impl AuditLog for SqliteAudit {
             previous_hash,
             record_hash,
         })
+    }
+}
+
+fn seq_of(n: i64) -> Result<u64, StoreError> {
+    u64::try_from(n).map_err(|_| corrupt(format!("an audit record's number is {n}")))
+}
+
+#[async_trait]
+impl AuditLog for SqliteAudit {
+    async fn writable(&self) -> Result<(), StoreError> {
+        if self.healthy.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.test_write().await?;
+        self.healthy.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    async fn append(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
+        let appended = self.chain(entry).await;
+        self.healthy.store(appended.is_ok(), Ordering::Release);
+        appended
     }
 
     async fn records(&self, after: u64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {

@@ -24,6 +24,9 @@ use quarry_ports::{
 
 use crate::{ResourceService, decisions::Decisions, list::Visibility};
 
+/// Resources of a listing decided together.
+const VISIBILITY_SLICE: usize = 5_000;
+
 /// The gateway as one agent may use it.
 #[derive(Debug)]
 pub struct Governed {
@@ -203,20 +206,23 @@ impl Visibility for Governed {
         &self,
         resources: &[(ServerName, String, bool)],
     ) -> Result<Vec<bool>, Error> {
-        let mut requests = Vec::with_capacity(resources.len());
-        let mut spans = Vec::with_capacity(resources.len());
-        for (server, uri, protected) in resources {
-            let needed = self.read_requests(server, uri, *protected);
-            spans.push(needed.len());
-            requests.extend(needed);
-        }
-        let answers = self.answers(requests).await?;
-        let mut at = 0;
         let mut shown = Vec::with_capacity(resources.len());
-        for n in spans {
-            // Shown exactly when a read would be allowed (an undecided one is not).
-            shown.push(answers[at..at + n].iter().all(|a| *a == Some(true)));
-            at += n;
+        // In slices, so that a listing of a million resources never holds a million requests.
+        for slice in resources.chunks(VISIBILITY_SLICE) {
+            let mut requests = Vec::with_capacity(slice.len());
+            let mut spans = Vec::with_capacity(slice.len());
+            for (server, uri, protected) in slice {
+                let needed = self.read_requests(server, uri, *protected);
+                spans.push(needed.len());
+                requests.extend(needed);
+            }
+            let answers = self.answers(requests).await?;
+            let mut at = 0;
+            for n in spans {
+                // Shown exactly when a read would be allowed (an undecided one is not).
+                shown.push(answers[at..at + n].iter().all(|a| *a == Some(true)));
+                at += n;
+            }
         }
         Ok(shown)
     }
