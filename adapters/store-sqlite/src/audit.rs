@@ -42,14 +42,18 @@ impl SqliteAudit {
         }
     }
 
-    /// A write that changes nothing but must reach the file.
-    async fn test_write(&self) -> Result<(), StoreError> {
-        let mut tx = self
-            .store
+    /// A transaction holding the write lock from its start.
+    async fn begin(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
+        self.store
             .pool
             .begin_with("BEGIN IMMEDIATE")
             .await
-            .map_err(failed)?;
+            .map_err(failed)
+    }
+
+    /// A write that changes nothing but must reach the file.
+    async fn test_write(&self) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
         sqlx::query("UPDATE audit_head SET seq = seq WHERE id = 1")
             .execute(&mut *tx)
             .await
@@ -131,12 +135,7 @@ impl SqliteAudit {
 
     /// Appends after the head as stored (the first append of a handle, or after another writer).
     async fn append_reading_head(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
-        let mut tx = self
-            .store
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(failed)?;
+        let mut tx = self.begin().await?;
         let head: Option<(i64, String)> =
             sqlx::query_as("SELECT seq, record_hash FROM audit_head WHERE id = 1")
                 .fetch_optional(&mut *tx)
