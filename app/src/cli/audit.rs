@@ -17,16 +17,17 @@ use crate::{compose, config::Settings, failure::Failure, render};
 pub struct AuditArgs {
     #[command(subcommand)]
     pub action: AuditAction,
-    /// Print JSON.
-    #[arg(long, global = true)]
-    pub json: bool,
 }
 
 /// `quarry audit verify | export`.
 #[derive(Debug, Subcommand)]
 pub enum AuditAction {
     /// Check that no record of the audit trail was edited, inserted, moved or deleted.
-    Verify,
+    Verify {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write the records a filter selects to stdout, oldest first (progress on stderr).
     Export(export::ExportArgs),
 }
@@ -49,9 +50,10 @@ fn broken(seq: u64, what: &str) -> Failure {
 /// Runs one `quarry audit` command.
 pub(super) async fn run(settings: &Settings, args: AuditArgs) -> Result<(), Failure> {
     let log = compose::audit_log(settings).await?;
-    if let AuditAction::Export(export) = args.action {
-        return export::run(log.as_ref(), export).await;
-    }
+    let json = match args.action {
+        AuditAction::Export(export) => return export::run(log.as_ref(), export).await,
+        AuditAction::Verify { json } => json,
+    };
     let hasher = compose::hasher();
     let unreadable = |e: quarry_ports::StoreError| match e {
         quarry_ports::StoreError::Corrupt(why) => Failure::from(Error::new(
@@ -91,7 +93,7 @@ pub(super) async fn run(settings: &Settings, args: AuditArgs) -> Result<(), Fail
         }
     }
     let mut out = std::io::stdout().lock();
-    if args.json {
+    if json {
         render::json(
             &mut out,
             &serde_json::json!({"intact": true, "records": at.0, "head": at.1}),
