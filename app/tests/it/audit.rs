@@ -51,10 +51,10 @@ async fn db(dir: &Path) -> SqliteConnection {
 }
 
 // traces: SR-005.1, SR-005.2, SR-005.5, AU-1, AU-3, AU-4 — alice lists, reads and is denied;
-// root configures a credential: four records, in order, with who, what and the decision, and
-// no trace of the credential's secret, in the trail or its exports (JSON lines, CSV). Editing a
-// record, or deleting the last one, in the file breaks `quarry audit verify` (E006), which names
-// the record.
+// root configures a credential: four records, in order, with who, what, the decision and the
+// rules' reason for the denial, and no trace of the credential's secret, in the trail or its
+// exports (JSON lines, CSV). Editing a record, or deleting the last one, in the file breaks
+// `quarry audit verify` (E006), which names the record.
 #[tokio::test(flavor = "multi_thread")]
 async fn au_3_every_request_is_recorded_and_any_edit_is_found() {
     let notes = http_fixture("notes", 3).await;
@@ -108,11 +108,11 @@ async fn au_3_every_request_is_recorded_and_any_edit_is_found() {
     assert_eq!(entries[1]["byte_range"], "2-5");
     assert_eq!(entries[1]["resource_uri"], "mcp://notes/fixture_3A//item/1");
     assert_eq!(entries[2]["error_code"], "E004");
+    // The rules' reason, not the caller's E004 text (which is the same whatever the reason).
+    let why = entries[2]["explanation"].as_str().unwrap();
     assert!(
-        entries[2]["explanation"]
-            .as_str()
-            .unwrap()
-            .starts_with("access denied by policy")
+        why.starts_with("access: ") && why.contains("authorized_server(alice, wiki)"),
+        "{why}"
     );
     assert!(rows.iter().all(|(_, e)| !e.contains(canary)));
 

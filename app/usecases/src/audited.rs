@@ -27,6 +27,18 @@ use quarry_ports::{AuditLog, Clock, ContentHasher, ResourceGateway};
 use serde_json::Value;
 use tracing::Instrument;
 
+tokio::task_local! {
+    /// The rules' reason for refusing the request being audited, set by the policy decorator
+    /// inside it.
+    static DENIAL: std::cell::RefCell<Option<String>>;
+}
+
+/// Gives the audit record of the request in progress the policy's reason for a denial (nothing
+/// happens when the request is not audited).
+pub(crate) fn explain_denial(why: String) {
+    let _ = DENIAL.try_with(|d| *d.borrow_mut() = Some(why));
+}
+
 /// What a request concerned, for its record.
 #[derive(Debug, Default)]
 struct Subject {
@@ -111,7 +123,12 @@ impl Audited {
         }
         let span = tracing::info_span!("request", %correlation_id, agent = %self.agent, action);
         let started = self.clock.monotonic();
-        let result = work.instrument(span.clone()).await;
+        let (result, reason) = DENIAL
+            .scope(std::cell::RefCell::new(None), async {
+                let result = work.instrument(span.clone()).await;
+                (result, DENIAL.with(|d| d.borrow_mut().take()))
+            })
+            .await;
         let latency = self.clock.monotonic().saturating_sub(started);
         span.in_scope(|| match &result {
             Ok(_) => tracing::debug!(latency_us = latency.as_micros(), "answered"),
@@ -145,7 +162,7 @@ impl Audited {
                 .as_ref()
                 .err()
                 .filter(|e| is_denial(e))
-                .map(|e| e.message().to_owned()),
+                .map(|e| reason.unwrap_or_else(|| e.message().to_owned())),
             cache_status: seen.cache_status.map(str::to_owned),
             result: result_text.to_owned(),
             error_code,

@@ -22,7 +22,7 @@ use quarry_ports::{
     ResourceGateway,
 };
 
-use crate::{ResourceService, decisions::Decisions, list::Visibility};
+use crate::{ResourceService, audited::explain_denial, decisions::Decisions, list::Visibility};
 
 /// Resources of a listing decided together.
 const VISIBILITY_SLICE: usize = 5_000;
@@ -135,16 +135,35 @@ impl Governed {
     /// E004 unless the agent may read `uri`; E011 when the rules cannot decide.
     async fn check_read(&self, uri: &ResourceUri) -> Result<(), Error> {
         let protected = self.service.is_protected(uri);
-        let answers = self
-            .answers(self.read_requests(uri.server(), uri.as_str(), protected))
-            .await?;
+        let needed = self.read_requests(uri.server(), uri.as_str(), protected);
+        let answers = self.answers(needed.clone()).await?;
         if answers.contains(&None) {
             return Err(undecided());
         }
-        if answers.iter().all(|a| *a == Some(true)) {
-            Ok(())
-        } else {
-            Err(denied(&format!("reading {uri}")))
+        match needed
+            .into_iter()
+            .zip(answers)
+            .find(|(_, a)| *a != Some(true))
+        {
+            None => Ok(()),
+            Some((refused, _)) => {
+                self.explain(refused).await;
+                Err(denied(&format!("reading {uri}")))
+            }
+        }
+    }
+
+    /// Hands the audit record of the request in progress the rules' reason for refusing
+    /// `refused` (asked again, with explanation: denials only, so allowed requests stay on the
+    /// cached path). The caller's error keeps the same text whatever the reason (PO-4).
+    async fn explain(&self, (request, protected): (PolicyRequest, bool)) {
+        let context = [
+            ("transport".to_owned(), self.transport.clone()),
+            ("protected".to_owned(), protected.to_string()),
+        ];
+        let kind = request.terms().first().cloned().unwrap_or_default();
+        if let Ok(decision) = self.policy.decide(&request, &context).await {
+            explain_denial(format!("{kind}: {}", decision.why));
         }
     }
 
@@ -153,9 +172,10 @@ impl Governed {
         let request = PolicyRequest::Configure {
             agent: self.agent.clone(),
         };
-        if self.allows(request).await? {
+        if self.allows(request.clone()).await? {
             Ok(())
         } else {
+            self.explain((request, false)).await;
             Err(denied("changing the gateway's credentials or cache"))
         }
     }
@@ -166,9 +186,11 @@ impl Governed {
             agent: self.agent.clone(),
             command,
         };
-        if self.allows(request).await? {
-            Ok(())
-        } else if command {
+        if self.allows(request.clone()).await? {
+            return Ok(());
+        }
+        self.explain((request, false)).await;
+        if command {
             Err(denied("registering a program for the gateway to run"))
         } else {
             Err(denied("changing the gateway's servers"))
