@@ -44,6 +44,25 @@ fn export(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The cells of one CSV row (quoted cells may hold commas and doubled quotes).
+fn csv_cells(row: &str) -> Vec<String> {
+    let (mut cells, mut cell, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = row.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cell.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => cells.push(std::mem::take(&mut cell)),
+            (c, _) => cell.push(c),
+        }
+    }
+    cells.push(cell);
+    cells
+}
+
 async fn db(dir: &Path) -> SqliteConnection {
     SqliteConnection::connect(&format!("sqlite://{}", dir.join("quarry.db").display()))
         .await
@@ -100,6 +119,12 @@ async fn au_3_every_request_is_recorded_and_any_edit_is_found() {
         .iter()
         .map(|(_, e)| serde_json::from_str(e).unwrap())
         .collect();
+    // The records as written, times, ids and latencies aside.
+    insta::assert_json_snapshot!("audit_records", entries, {
+        "[].time" => "[time]",
+        "[].correlation_id" => "[correlation id]",
+        "[].latency_us" => "[latency]",
+    });
     let field = |k: &str| -> Vec<Value> { entries.iter().map(|e| e[k].clone()).collect() };
     assert_eq!(field("action"), ["list", "read", "read", "auth_configure"]);
     assert_eq!(field("agent"), ["alice", "alice", "alice", "root"]);
@@ -130,6 +155,21 @@ async fn au_3_every_request_is_recorded_and_any_edit_is_found() {
     );
     assert_eq!(lines[0]["record_hash"].as_str().unwrap().len(), 64);
     let csv = export(dir.path(), &["--agent", "alice", "--format", "csv"]);
+    // Pinned with the columns that vary per run (time, correlation id, latency, the hashes,
+    // which cover the time) blanked.
+    let pinned: Vec<String> = csv
+        .lines()
+        .map(|row| {
+            let mut cells = csv_cells(row);
+            if cells[0] != "seq" {
+                for i in [1, 2, 14, 17, 18] {
+                    cells[i] = "_".into();
+                }
+            }
+            cells.join(" | ")
+        })
+        .collect();
+    insta::assert_snapshot!("audit_export_csv", pinned.join("\n"));
     let csv_rows: Vec<&str> = csv.lines().collect();
     assert_eq!(
         csv_rows.len(),
