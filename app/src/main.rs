@@ -43,14 +43,13 @@ fn main() {
     // Logs go to stderr or a file, never stdout: on stdio, stdout belongs to MCP.
     let writer = match file {
         None => BoxMakeWriter::new(std::io::stderr),
-        Some(path) => match std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-        {
+        Some(path) => match open_log(&path) {
             Ok(f) => BoxMakeWriter::new(std::sync::Mutex::new(f)),
             Err(e) => {
-                eprintln!("quarry: cannot open the log file {}: {e}", path.display());
+                eprintln!(
+                    "quarry: E001: logging.file: cannot open {} for appending: {e}",
+                    path.display()
+                );
                 std::process::exit(quarry_domain::ErrorCode::E001.exit_code());
             }
         },
@@ -93,6 +92,17 @@ fn main() {
         eprintln!("quarry: {failure}");
         std::process::exit(failure.exit_code());
     }
+}
+
+/// The log file, appended to; its folder is created if need be (as the store's is).
+fn open_log(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
 }
 
 /// The libraries that log whole messages (requests with their arguments, answers with their

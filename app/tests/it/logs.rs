@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use crate::support::{call, gateway, http_fixture, http_server};
 
-// traces: AU-4, TR-7 — `logging.format = "json"` and `logging.file`: every line of the file is a
+// traces: AU-4, TR-7 — `logging.format = "json"` and `logging.file` (relative to the configuration
+// file, its folder created): every line of the file is a
 // JSON object, a request's lines carry its correlation id, rmcp's INFO chatter (peer
 // descriptions) is not there, and the bearer token configured during the run is nowhere in it.
 #[tokio::test(flavor = "multi_thread")]
@@ -13,7 +14,7 @@ async fn au_4_json_logs_carry_correlation_ids_and_no_secret() {
     let notes = http_fixture("notes", 2).await;
     let dir = tempfile::tempdir().unwrap();
     let config = http_server("notes", &notes.url)
-        + "[registry]\nallow_tool_registration = true\n\n[logging]\nlevel = \"debug\"\nformat = \"json\"\nfile = \"quarry.log\"\n";
+        + "[registry]\nallow_tool_registration = true\n\n[logging]\nlevel = \"debug\"\nformat = \"json\"\nfile = \"logs/quarry.log\"\n";
     let client = gateway(dir.path(), &config).await;
     call(
         &client,
@@ -30,7 +31,7 @@ async fn au_4_json_logs_carry_correlation_ids_and_no_secret() {
     .await;
     client.cancel().await.unwrap();
 
-    let text = std::fs::read_to_string(dir.path().join("quarry.log")).unwrap();
+    let text = std::fs::read_to_string(dir.path().join("logs/quarry.log")).unwrap();
     let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))

@@ -59,10 +59,10 @@ impl Governed {
     /// where the rules could not decide. Definite answers are cached per request.
     async fn answers(
         &self,
-        requests: Vec<(PolicyRequest, bool)>,
+        requests: &[(PolicyRequest, bool)],
     ) -> Result<Vec<Option<bool>>, Error> {
         let version = self.policy.version();
-        let mut answers = self.decisions.get(version, &requests);
+        let mut answers = self.decisions.get(version, requests);
         let missing: Vec<usize> = (0..requests.len())
             .filter(|&i| answers[i].is_none())
             .collect();
@@ -128,7 +128,7 @@ impl Governed {
 
     /// One request: allowed or not; E011 when the rules could not decide.
     async fn allows(&self, request: PolicyRequest) -> Result<bool, Error> {
-        let answers = self.answers(vec![(request, false)]).await?;
+        let answers = self.answers(&[(request, false)]).await?;
         answers.first().copied().flatten().ok_or_else(undecided)
     }
 
@@ -136,7 +136,7 @@ impl Governed {
     async fn check_read(&self, uri: &ResourceUri) -> Result<(), Error> {
         let protected = self.service.is_protected(uri);
         let needed = self.read_requests(uri.server(), uri.as_str(), protected);
-        let answers = self.answers(needed.clone()).await?;
+        let answers = self.answers(&needed).await?;
         if answers.contains(&None) {
             return Err(undecided());
         }
@@ -238,7 +238,7 @@ impl Visibility for Governed {
                 spans.push(needed.len());
                 requests.extend(needed);
             }
-            let answers = self.answers(requests).await?;
+            let answers = self.answers(&requests).await?;
             let mut at = 0;
             for n in spans {
                 // Shown exactly when a read would be allowed (an undecided one is not).
