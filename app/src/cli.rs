@@ -89,6 +89,10 @@ pub struct ServeArgs {
     /// Speak MCP over stdin/stdout (the default, and for now the only transport).
     #[arg(long, default_value_t = true)]
     pub stdio: bool,
+    /// Also serve Prometheus metrics (/metrics), liveness (/healthz) and readiness (/readyz) on
+    /// this loopback address, e.g. 127.0.0.1:9464 (port 0 picks one and says which on stderr).
+    #[arg(long, value_name = "ADDR", env = "QUARRY_METRICS")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// `--json`.
@@ -253,13 +257,13 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
         Command::Fixture(f) => commands::fixture(f).await,
         #[cfg(feature = "demo")]
         Command::Demo(flag) => crate::demo::run(flag.json).await,
-        Command::Serve(_) => {
+        Command::Serve(args) => {
             // On a signal, input ends: what is in flight is answered, then the server stops.
             let shutdown = async move {
                 shutdown_signal().await;
                 tracing::info!("shutting down: answering requests in flight");
             };
-            Ok(compose::serve_stdio(&settings, shutdown).await?)
+            Ok(compose::serve_stdio(&settings, args.metrics, shutdown).await?)
         }
         Command::List(args) => with_service(&settings, |s| list(s, args)).await,
         Command::Read(args) => with_service(&settings, |s| read(s, args)).await,

@@ -1,5 +1,6 @@
 //! The composition root: the only place that knows every adapter and picks one per port, and
-//! that wires the MCP server to the gateway.
+//! that wires the MCP server and the operator's endpoints to the gateway (the policy side is in
+//! `compose/policy.rs`).
 
 use std::{future::Future, sync::Arc};
 
@@ -8,14 +9,20 @@ use quarry_crypto_ring::{KeySource, RingCipher, RingHasher};
 use quarry_domain::{Error, ErrorCode};
 use quarry_mcp_client::{OAuthHttp, RmcpConnector};
 use quarry_mcp_server::ServerOptions;
-use quarry_ports::{AuditLog, ContentHasher, ResourceGateway};
+use quarry_metrics::PrometheusMetrics;
+use quarry_operator_http::OperatorHttp;
+use quarry_ports::{AuditLog, Clock, ContentHasher, Metrics, Operations, ResourceGateway};
 use quarry_store_sqlite::{SqliteAudit, SqliteStore};
-use quarry_usecases::{Ports, ResourceService, ServiceOptions};
+use quarry_usecases::{Accounts, GatewayOperations, Ports, ResourceService, ServiceOptions};
 
 use crate::{
     clock::SystemClock,
-    config::{PolicySettings, Settings, VaultKey},
+    config::{Settings, VaultKey},
 };
+
+mod policy;
+
+pub use policy::{lint_policy, policy_engine, policy_program, policy_worker};
 
 /// How long `quarry auth login` waits for the person to approve the sign-in.
 const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
@@ -100,175 +107,62 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
     })
 }
 
-/// Decisions a policy worker makes before a fresh one replaces it.
-const POLICY_RECYCLE_AFTER: u32 = quarry_policy_prolog::RECYCLE_AFTER;
-
-/// The policy worker's loop (`quarry policy-worker`): JSON lines on stdin and stdout.
-///
-/// # Errors
-/// When stdout cannot be written.
-pub fn policy_worker() -> std::io::Result<()> {
-    quarry_policy_prolog::run_worker()
+/// What an agent of this process uses, and what the operator's endpoints see of it.
+#[derive(Debug)]
+pub struct Agent {
+    /// The gateway, governed and audited as configured.
+    pub gateway: Arc<dyn ResourceGateway>,
+    /// Its metrics and readiness.
+    pub operations: Arc<dyn Operations>,
 }
 
-/// How the gateway starts policy workers: this program, `policy-worker`.
-fn worker_command(policy: &PolicySettings) -> Result<quarry_policy_prolog::WorkerCommand, Error> {
-    let program = std::env::current_exe().map_err(|e| {
-        Error::new(
-            ErrorCode::E011,
-            format!("cannot find the quarry program to run the policy worker: {e}"),
-        )
-    })?;
-    Ok(quarry_policy_prolog::WorkerCommand {
-        program,
-        args: vec!["policy-worker".into()],
-        memory_limit: Some(policy.worker_memory),
-    })
-}
-
-/// The program a policy's engine loads: its rules (the spec's unless a file is named), its
-/// facts files, the configured agents; `extra_facts` after them (a golden case's facts).
-///
-/// # Errors
-/// E001 when a file cannot be read.
-pub fn policy_program(policy: &PolicySettings, extra_facts: &[String]) -> Result<String, Error> {
-    let (rules, mut facts) = policy.texts()?;
-    facts.extend_from_slice(extra_facts);
-    Ok(quarry_policy_prolog::program(
-        rules.as_deref(),
-        &facts,
-        &policy.agents,
-        &policy.registry_allows,
-    ))
-}
-
-/// The policy engine for `program`, its first worker started and the policy checked.
-///
-/// # Errors
-/// E001 saying why the policy cannot be used (it does not parse, calls an undefined predicate,
-/// does not decide); E011 when no worker can start.
-pub async fn policy_engine(
-    policy: &PolicySettings,
-    program: String,
-) -> Result<Arc<dyn quarry_ports::PolicyEngine>, Error> {
-    let engine = quarry_policy_prolog::PrologPolicy::start(
-        worker_command(policy)?,
-        program,
-        policy.budget,
-        POLICY_RECYCLE_AFTER,
-    )
-    .await
-    .map_err(|why| Error::invalid(format!("the policy cannot be used: {why}")))?;
-    Ok(Arc::new(engine))
-}
-
-/// Checks `program` in a throw-away worker.
-///
-/// # Errors
-/// As [`policy_engine`].
-pub async fn lint_policy(policy: &PolicySettings, program: &str) -> Result<(), Error> {
-    quarry_policy_prolog::PrologPolicy::check(&worker_command(policy)?, program)
-        .await
-        .map_err(|why| Error::invalid(format!("the policy cannot be used: {why}")))
-}
-
-/// The gateway an agent of this process uses: governed by the configured policy, or, with none,
-/// the whole gateway (said on stderr: a personal gateway's agent may do everything); audited
-/// unless `logging.audit_enabled` is false (said on stderr too).
+/// The gateway an agent of this process uses: governed by the configured policy (or, with
+/// none, the whole gateway), audited unless `logging.audit_enabled` is false (said on stderr),
+/// its requests counted and timed in Prometheus metrics either way.
 ///
 /// # Errors
 /// As [`policy_engine`] and [`audit_log`].
-pub async fn agent_gateway(
+pub async fn agent(
     settings: &Settings,
     service: &Arc<ResourceService>,
     transport: &str,
-) -> Result<Arc<dyn ResourceGateway>, Error> {
-    let governed = governed_gateway(settings, service, transport).await?;
-    if !settings.audit_enabled {
+) -> Result<Agent, Error> {
+    let metrics: Arc<dyn Metrics> = Arc::new(PrometheusMetrics::new().map_err(|e| {
+        tracing::error!("{e}");
+        Error::internal()
+    })?);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let (governed, engine) =
+        policy::governed_gateway(settings, service, transport, &metrics, clock.clone()).await?;
+    let trail = if settings.audit_enabled {
+        Some(audit_log(settings).await?)
+    } else {
         eprintln!(
             "quarry: logging.audit_enabled is false: the {transport} agent's requests are not audited"
         );
-        return Ok(governed);
-    }
-    Ok(Arc::new(quarry_usecases::Audited::new(
+        None
+    };
+    let gateway = Arc::new(quarry_usecases::Audited::new(
         governed,
-        audit_log(settings).await?,
-        hasher(),
-        Arc::new(SystemClock::new()),
+        Accounts {
+            trail: trail.clone(),
+            metrics: metrics.clone(),
+            hasher: hasher(),
+            clock,
+        },
         settings.agent.clone(),
         transport,
-    )))
-}
-
-async fn governed_gateway(
-    settings: &Settings,
-    service: &Arc<ResourceService>,
-    transport: &str,
-) -> Result<Arc<dyn ResourceGateway>, Error> {
-    let Some(policy) = &settings.policy else {
-        eprintln!(
-            "quarry: no [policy] is configured: the {transport} agent may list, read and change everything (a personal gateway)"
-        );
-        return Ok(service.clone());
-    };
-    let engine = Arc::new(
-        quarry_policy_prolog::ReloadablePolicy::start(
-            worker_command(policy)?,
-            policy_program(policy, &[])?,
-            policy.budget,
-            POLICY_RECYCLE_AFTER,
-        )
-        .await
-        .map_err(|why| Error::invalid(format!("the policy cannot be used: {why}")))?,
-    );
-    watch_policy(policy.clone(), engine.clone());
-    tracing::info!(agent = %settings.agent, "access is decided by the configured policy");
-    Ok(Arc::new(quarry_usecases::Governed::new(
+    ));
+    let operations = Arc::new(GatewayOperations::new(
         service.clone(),
+        metrics,
         engine,
-        settings.agent.clone(),
-        transport,
-    )))
-}
-
-/// How often the policy's files are looked at for changes.
-const POLICY_WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Reloads the policy when one of its files changes: the new one is checked and started before
-/// it replaces the old; one that does not load is refused and the old one keeps deciding.
-fn watch_policy(policy: PolicySettings, engine: Arc<quarry_policy_prolog::ReloadablePolicy>) {
-    let files: Vec<std::path::PathBuf> =
-        policy.rules.iter().chain(&policy.facts).cloned().collect();
-    if files.is_empty() {
-        return;
-    }
-    let stamps = move || -> Vec<Option<std::time::SystemTime>> {
-        files
-            .iter()
-            .map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
-            .collect()
-    };
-    tokio::spawn(async move {
-        let mut seen = stamps();
-        loop {
-            tokio::time::sleep(POLICY_WATCH_INTERVAL).await;
-            let now = stamps();
-            if now == seen {
-                continue;
-            }
-            seen = now;
-            let outcome = match policy_program(&policy, &[]) {
-                Ok(program) => engine.reload(program).await.map_err(|why| why.to_string()),
-                Err(e) => Err(e.message().to_owned()),
-            };
-            match outcome {
-                Ok(version) => tracing::info!(version, "policy reloaded: its files changed"),
-                Err(why) => tracing::error!(
-                    "the changed policy is refused, the previous one keeps deciding: {why}"
-                ),
-            }
-        }
-    });
+        trail,
+    ));
+    Ok(Agent {
+        gateway,
+        operations,
+    })
 }
 
 /// A browser that visits the authorization URL itself (for servers that approve without a
@@ -345,6 +239,31 @@ pub async fn service(settings: &Settings, ports: Ports) -> Result<Arc<ResourceSe
     Ok(service)
 }
 
+/// Serves `/metrics`, `/healthz` and `/readyz` on `addr` (said on stderr, with the port chosen
+/// when 0 was asked).
+///
+/// # Errors
+/// E001 when `addr` is not a loopback address (the endpoints need no credential) or cannot be
+/// bound.
+async fn operator_endpoints(
+    addr: std::net::SocketAddr,
+    operations: Arc<dyn Operations>,
+) -> Result<OperatorHttp, Error> {
+    if !addr.ip().is_loopback() {
+        return Err(Error::invalid(format!(
+            "--metrics {addr}: the metrics and health endpoints need no credential, so they listen on a loopback address only (127.0.0.1:PORT or [::1]:PORT)"
+        )));
+    }
+    let http = OperatorHttp::start(addr, operations)
+        .await
+        .map_err(|e| Error::invalid(format!("--metrics {addr}: cannot listen there: {e}")))?;
+    eprintln!(
+        "quarry: metrics and health on http://{} (/metrics, /healthz, /readyz)",
+        http.addr
+    );
+    Ok(http)
+}
+
 /// Serves the gateway to an agent over stdio until input ends or `shutdown` resolves: upstreams
 /// are supervised from the start, requests in flight are answered before the upstreams stop.
 ///
@@ -352,6 +271,7 @@ pub async fn service(settings: &Settings, ports: Ports) -> Result<Arc<ResourceSe
 /// What [`build`] returns; E012 when the transport fails.
 pub async fn serve_stdio(
     settings: &Settings,
+    metrics_addr: Option<std::net::SocketAddr>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let service = build(settings).await?;
@@ -366,12 +286,19 @@ pub async fn serve_stdio(
         config = %settings.source.as_ref().map_or("(defaults)".into(), |p| p.display().to_string()),
         "serving MCP on stdio"
     );
-    let gateway = agent_gateway(settings, &service, "stdio").await?;
+    let agent = agent(settings, &service, "stdio").await?;
+    let operator = match metrics_addr {
+        Some(addr) => Some(operator_endpoints(addr, agent.operations.clone()).await?),
+        None => None,
+    };
     let options = ServerOptions {
         inline_limit: settings.inline_limit_bytes,
         principal: settings.agent.clone(),
     };
-    let result = quarry_mcp_server::serve_stdio(gateway, options, shutdown).await;
+    let result = quarry_mcp_server::serve_stdio(agent.gateway, options, shutdown).await;
+    if let Some(operator) = operator {
+        operator.stop().await;
+    }
     service.shutdown().await;
     result.map_err(|e| {
         tracing::error!("{e}");

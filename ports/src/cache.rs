@@ -60,6 +60,8 @@ pub struct CacheStats {
     pub bytes: u64,
     /// The byte budget.
     pub capacity_bytes: u64,
+    /// Entries dropped to make room, since the cache was made.
+    pub evictions: u64,
 }
 
 /// A content cache.

@@ -12,7 +12,9 @@ mod gateway;
 mod hashing;
 mod key;
 mod listings;
+mod metrics;
 mod oauth;
+mod operations;
 mod policy;
 mod registry;
 mod upstream;
@@ -28,7 +30,9 @@ pub use gateway::{
 pub use hashing::ContentHasher;
 pub use key::ResourceKey;
 pub use listings::{CachedListing, InvalidationBus, ListedEntry, ListingCache};
+pub use metrics::{EngineHealth, Gauges, Metrics, ServerGauges};
 pub use oauth::{AccessTokens, Browser, Challenge, OAuthClient, OAuthFailure};
+pub use operations::{Operations, Readiness, ReadinessCheck};
 pub use policy::{PolicyEngine, PolicyUnavailable};
 pub use registry::{IdempotencyStore, Remembered, Reservation, ServerRegistry};
 pub use upstream::{

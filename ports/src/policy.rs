@@ -3,6 +3,8 @@
 use async_trait::async_trait;
 use quarry_domain::{Decision, PolicyRequest};
 
+use crate::EngineHealth;
+
 /// Why no decision could be had. The gateway denies (E011): the engine fails closed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the policy engine cannot decide: {0}")]
@@ -35,6 +37,10 @@ pub trait PolicyEngine: Send + Sync + std::fmt::Debug {
         &self,
         requests: &[(PolicyRequest, Vec<(String, String)>)],
     ) -> Result<Vec<Option<bool>>, PolicyUnavailable>;
+
+    /// Whether the engine answers now (it asks a worker for nothing, within its budget), and
+    /// how often its workers were replaced.
+    async fn health(&self) -> EngineHealth;
 
     /// Which policy decides now: it changes when a new policy replaces the old one, so callers
     /// that cache decisions know to drop them.

@@ -1,6 +1,7 @@
 //! Test support for Quarry: a configurable fixture MCP server (stdio and streamable HTTP), the
 //! locations of the real peer servers the test command installs, fakes of every driven port, the
-//! port contract suites every adapter and fake must pass, and `/proc` readers.
+//! port contract suites every adapter and fake must pass, `/proc` readers, and a scraper for the
+//! operator endpoints with Prometheus' own parser.
 //!
 //! Architecture invariant: nothing here is used by the gateway's request path, and this crate
 //! depends on no adapter and not on the app. The `quarry` binary embeds the fixture server only
@@ -13,4 +14,5 @@ pub mod hostile;
 pub mod oauth;
 pub mod peers;
 pub mod procs;
+pub mod scrape;
 pub mod tls;

@@ -23,6 +23,7 @@ struct Inner {
     entries: LruCache<ResourceKey, CachedContent>,
     bytes: u64,
     capacity: u64,
+    evictions: u64,
 }
 
 fn charge(key: &ResourceKey, entry: &CachedContent) -> u64 {
@@ -49,6 +50,7 @@ impl LruContentCache {
                 entries: LruCache::unbounded(),
                 bytes: 0,
                 capacity: capacity_bytes,
+                evictions: 0,
             }),
         }
     }
@@ -83,7 +85,10 @@ impl ContentCache for LruContentCache {
         }
         while inner.bytes + cost > inner.capacity {
             match inner.entries.pop_lru() {
-                Some((k, v)) => inner.bytes -= charge(&k, &v),
+                Some((k, v)) => {
+                    inner.bytes -= charge(&k, &v);
+                    inner.evictions += 1;
+                }
                 None => break,
             }
         }
@@ -115,6 +120,7 @@ impl ContentCache for LruContentCache {
             entries: inner.entries.len() as u64,
             bytes: inner.bytes,
             capacity_bytes: inner.capacity,
+            evictions: inner.evictions,
         }
     }
 }

@@ -11,12 +11,13 @@ use std::{
     ffi::OsString,
     path::PathBuf,
     process::Stdio,
+    sync::atomic::{AtomicU64, Ordering},
     time::{Duration, Instant},
 };
 
 use async_trait::async_trait;
 use quarry_domain::{Decision, PolicyRequest, sanitize_label};
-use quarry_ports::{PolicyEngine, PolicyUnavailable};
+use quarry_ports::{EngineHealth, PolicyEngine, PolicyUnavailable};
 use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines},
     process::{Child, ChildStdin, ChildStdout, Command},
@@ -71,6 +72,10 @@ pub struct PrologPolicy {
     budget: Duration,
     recycle_after: u32,
     state: tokio::sync::Mutex<State>,
+    /// Workers killed after failing.
+    restarts: AtomicU64,
+    /// Workers replaced after their share of decisions.
+    recycled: AtomicU64,
 }
 
 fn marker() -> String {
@@ -183,6 +188,8 @@ impl PrologPolicy {
                 worker: Some(worker),
                 ..State::default()
             }),
+            restarts: AtomicU64::new(0),
+            recycled: AtomicU64::new(0),
         })
     }
 
@@ -254,6 +261,7 @@ impl PrologPolicy {
                 if let Some(mut old) = state.worker.replace(fresh) {
                     let _ = old.child.start_kill();
                 }
+                self.recycled.fetch_add(1, Ordering::Relaxed);
             }
             Ok(Err(why)) => {
                 tracing::warn!("the policy worker's replacement did not load: {why}");
@@ -298,6 +306,7 @@ impl PrologPolicy {
                 // Hung, dead or confused: this worker is done.
                 if let Some(mut w) = state.worker.take() {
                     let _ = w.child.start_kill();
+                    self.restarts.fetch_add(1, Ordering::Relaxed);
                 }
                 tracing::warn!("policy worker replaced: {why}");
                 Err(PolicyUnavailable(why))
@@ -306,8 +315,38 @@ impl PrologPolicy {
     }
 }
 
+impl PrologPolicy {
+    /// Workers killed after failing, and workers recycled, since start.
+    pub(crate) fn replacements(&self) -> (u64, u64) {
+        (
+            self.restarts.load(Ordering::Relaxed),
+            self.recycled.load(Ordering::Relaxed),
+        )
+    }
+}
+
 #[async_trait]
 impl PolicyEngine for PrologPolicy {
+    async fn health(&self) -> EngineHealth {
+        // An empty batch: one exchange with the worker (started if none runs), no rule run.
+        let ask = Ask::DecideMany {
+            requests: Vec::new(),
+        };
+        let answer = self.exchange(&ask, 0, self.budget).await;
+        let (restarts, recycled) = self.replacements();
+        let detail = match answer {
+            Ok(Answer::DecidedMany { .. }) => None,
+            Ok(other) => Some(format!("unexpected answer: {other:?}")),
+            Err(PolicyUnavailable(why)) => Some(why),
+        };
+        EngineHealth {
+            ready: detail.is_none(),
+            detail,
+            restarts,
+            recycled,
+        }
+    }
+
     async fn allowed(
         &self,
         requests: &[(PolicyRequest, Vec<(String, String)>)],

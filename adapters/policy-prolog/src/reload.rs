@@ -12,7 +12,7 @@ use std::{
 
 use async_trait::async_trait;
 use quarry_domain::{Decision, PolicyRequest};
-use quarry_ports::{PolicyEngine, PolicyUnavailable};
+use quarry_ports::{EngineHealth, PolicyEngine, PolicyUnavailable};
 
 use crate::{PrologPolicy, WorkerCommand};
 
@@ -24,6 +24,8 @@ pub struct ReloadablePolicy {
     command: WorkerCommand,
     budget: Duration,
     recycle_after: u32,
+    /// Replacements made by the policies this one replaced (restarts, recycled).
+    retired: std::sync::Mutex<(u64, u64)>,
 }
 
 impl ReloadablePolicy {
@@ -44,6 +46,7 @@ impl ReloadablePolicy {
             command,
             budget,
             recycle_after,
+            retired: std::sync::Mutex::new((0, 0)),
         })
     }
 
@@ -61,7 +64,14 @@ impl ReloadablePolicy {
         )
         .await?;
         let mut current = self.current.write().await;
-        *current = Arc::new(next);
+        let old = std::mem::replace(&mut *current, Arc::new(next));
+        let (restarts, recycled) = old.replacements();
+        let mut retired = self
+            .retired
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        retired.0 += restarts;
+        retired.1 += recycled;
         Ok(self.version.fetch_add(1, Ordering::SeqCst) + 1)
     }
 
@@ -85,6 +95,17 @@ impl PolicyEngine for ReloadablePolicy {
         requests: &[(PolicyRequest, Vec<(String, String)>)],
     ) -> Result<Vec<Option<bool>>, PolicyUnavailable> {
         self.now().await.allowed(requests).await
+    }
+
+    async fn health(&self) -> EngineHealth {
+        let mut health = self.now().await.health().await;
+        let (restarts, recycled) = *self
+            .retired
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        health.restarts += restarts;
+        health.recycled += recycled;
+        health
     }
 
     fn version(&self) -> u64 {

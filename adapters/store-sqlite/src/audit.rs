@@ -51,13 +51,17 @@ impl SqliteAudit {
             .map_err(failed)
     }
 
-    /// A write that changes nothing but must reach the file.
+    /// A write that changes nothing but must reach the file, and big enough (64 KiB: sixteen
+    /// pages) that an append fits after it: a failed write leaves the journal grown by what it
+    /// managed, so a one-page probe would pass on a full disk where an append still fails.
     async fn test_write(&self) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
-        sqlx::query("UPDATE audit_head SET seq = seq WHERE id = 1")
-            .execute(&mut *tx)
-            .await
-            .map_err(failed)?;
+        sqlx::raw_sql(
+            "INSERT INTO audit_probe (data) VALUES (zeroblob(65536)); DELETE FROM audit_probe;",
+        )
+        .execute(&mut *tx)
+        .await
+        .map_err(failed)?;
         tx.commit().await.map_err(failed)
     }
 
@@ -112,7 +116,10 @@ impl SqliteAudit {
             })),
             Ok(_) => Ok(None),
             Err(e) => {
+                // The batch's own transaction, unknown to the pool: rolled back, and the
+                // connection closed in case even that failed.
                 let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
+                conn.close_on_drop();
                 Err(failed(e))
             }
         }

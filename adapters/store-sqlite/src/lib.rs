@@ -75,6 +75,14 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .test_before_acquire(false)
+            // A COMMIT that failed (a full disk) can leave its transaction open: such a
+            // connection is closed instead of going back to the pool, so the next write starts
+            // clean once there is room again (checked in memory, no round trip).
+            .after_release(|conn, _| {
+                use sqlx::Connection;
+                let clean = !conn.is_in_transaction();
+                Box::pin(async move { Ok(clean) })
+            })
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;

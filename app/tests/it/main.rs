@@ -13,6 +13,7 @@ mod hostile_http;
 mod inputs;
 mod logs;
 mod oauth;
+mod observe;
 mod peers;
 mod policy;
 mod readpath;

@@ -1,6 +1,7 @@
 //! The audit decorator: [`Audited`] wraps the gateway an agent uses (outside the policy
 //! decorator, so denials are recorded too) and writes one record per listing, read, version
-//! read, purge, registry change and credential change. It fails closed: when the trail cannot
+//! read, purge, registry change and credential change; the same entry is counted and timed by
+//! the metrics (with the trail off too). It fails closed: when the trail cannot
 //! be written, the request is refused with E011 before it starts, and an answer whose record
 //! could not be written is replaced by E011, so no answered request lacks its record.
 //!
@@ -23,7 +24,7 @@ use quarry_domain::{
     AuditEntry, ByteRange, Error, ErrorCode, Principal, ReadResourceResult, ResourceUri,
     ServerName, canonical_json,
 };
-use quarry_ports::{AuditLog, Clock, ContentHasher, ResourceGateway};
+use quarry_ports::{AuditLog, Clock, ContentHasher, Metrics, ResourceGateway};
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -54,13 +55,25 @@ struct Outcome {
     bytes_returned: Option<u64>,
 }
 
+/// Where the decorator accounts for requests.
+#[derive(Debug, Clone)]
+pub struct Accounts {
+    /// The audit trail; none when `logging.audit_enabled` is false (then nothing is refused for
+    /// its sake, and no record is written).
+    pub trail: Option<Arc<dyn AuditLog>>,
+    /// Request counts and latencies, and audit write failures.
+    pub metrics: Arc<dyn Metrics>,
+    /// Digests of inputs.
+    pub hasher: Arc<dyn ContentHasher>,
+    /// Times and latencies.
+    pub clock: Arc<dyn Clock>,
+}
+
 /// The gateway as one agent uses it, every request accounted for.
 #[derive(Debug)]
 pub struct Audited {
     inner: Arc<dyn ResourceGateway>,
-    log: Arc<dyn AuditLog>,
-    hasher: Arc<dyn ContentHasher>,
-    clock: Arc<dyn Clock>,
+    accounts: Accounts,
     agent: Principal,
     transport: String,
     /// Correlation ids: this gateway's start, then a counter.
@@ -83,22 +96,29 @@ fn range_text(range: ByteRange) -> Option<String> {
     })
 }
 
+/// What one request was and came to, before it becomes an entry.
+struct Accounted<'a> {
+    correlation_id: String,
+    action: &'a str,
+    input: &'a Value,
+    subject: Subject,
+    outcome: Result<Outcome, &'a Error>,
+    reason: Option<String>,
+    latency: std::time::Duration,
+}
+
 impl Audited {
-    /// The gateway `inner`, as `agent` uses it over `transport`, recorded in `log`.
+    /// The gateway `inner`, as `agent` uses it over `transport`, accounted for in `accounts`.
     pub fn new(
         inner: Arc<dyn ResourceGateway>,
-        log: Arc<dyn AuditLog>,
-        hasher: Arc<dyn ContentHasher>,
-        clock: Arc<dyn Clock>,
+        accounts: Accounts,
         agent: Principal,
         transport: &str,
     ) -> Self {
-        let run = format!("{:x}", clock.now().timestamp_micros());
+        let run = format!("{:x}", accounts.clock.now().timestamp_micros());
         Self {
             inner,
-            log,
-            hasher,
-            clock,
+            accounts,
             agent,
             transport: transport.to_owned(),
             run,
@@ -117,19 +137,33 @@ impl Audited {
         outcome: impl Fn(&T) -> Outcome,
     ) -> Result<T, Error> {
         let correlation_id = format!("{}-{}", self.run, self.next.fetch_add(1, Ordering::Relaxed));
-        if let Err(e) = self.log.writable().await {
+        let clock = &self.accounts.clock;
+        if let Some(trail) = &self.accounts.trail
+            && let Err(e) = trail.writable().await
+        {
             tracing::error!(%correlation_id, action, "audit trail unwritable, request refused: {e}");
-            return Err(unrecorded());
+            self.accounts.metrics.audit_write_failed();
+            let refused = unrecorded();
+            self.accounts.metrics.request(&self.entry(Accounted {
+                correlation_id,
+                action,
+                input: &input,
+                subject,
+                outcome: Err(&refused),
+                reason: None,
+                latency: std::time::Duration::ZERO,
+            }));
+            return Err(refused);
         }
         let span = tracing::info_span!("request", %correlation_id, agent = %self.agent, action);
-        let started = self.clock.monotonic();
+        let started = clock.monotonic();
         let (result, reason) = DENIAL
             .scope(std::cell::RefCell::new(None), async {
                 let result = work.instrument(span.clone()).await;
                 (result, DENIAL.with(|d| d.borrow_mut().take()))
             })
             .await;
-        let latency = self.clock.monotonic().saturating_sub(started);
+        let latency = clock.monotonic().saturating_sub(started);
         span.in_scope(|| match &result {
             Ok(_) => tracing::debug!(latency_us = latency.as_micros(), "answered"),
             Err(e) => tracing::debug!(
@@ -138,8 +172,41 @@ impl Audited {
                 "failed"
             ),
         });
-        let (result_text, error_code, decision, seen) = match &result {
-            Ok(value) => ("ok", None, "allow", outcome(value)),
+        let entry = self.entry(Accounted {
+            correlation_id,
+            action,
+            input: &input,
+            subject,
+            outcome: result.as_ref().map(&outcome),
+            reason,
+            latency,
+        });
+        if let Some(trail) = &self.accounts.trail
+            && let Err(e) = trail.append(&entry).await
+        {
+            let correlation_id = &entry.correlation_id;
+            tracing::error!(%correlation_id, action, "audit record not written, answer withheld: {e}");
+            self.accounts.metrics.audit_write_failed();
+            let withheld = unrecorded();
+            self.accounts.metrics.request(&AuditEntry {
+                result: "error".to_owned(),
+                error_code: Some(withheld.code().as_str().to_owned()),
+                bytes_returned: None,
+                ..entry
+            });
+            return Err(withheld);
+        }
+        self.accounts.metrics.request(&entry);
+        result
+    }
+
+    fn entry(&self, a: Accounted<'_>) -> AuditEntry {
+        let explanation = match a.outcome {
+            Err(e) if is_denial(e) => Some(a.reason.unwrap_or_else(|| e.message().to_owned())),
+            _ => None,
+        };
+        let (result_text, error_code, decision, seen) = match a.outcome {
+            Ok(seen) => ("ok", None, "allow", seen),
             Err(e) => (
                 "error",
                 Some(e.code().as_str().to_owned()),
@@ -147,38 +214,37 @@ impl Audited {
                 Outcome::default(),
             ),
         };
-        let entry = AuditEntry {
-            time: self.clock.now(),
-            correlation_id: correlation_id.clone(),
+        AuditEntry {
+            time: self.accounts.clock.now(),
+            correlation_id: a.correlation_id,
             agent: self.agent.as_str().to_owned(),
             transport: self.transport.clone(),
-            action: action.to_owned(),
-            input_digest: self.digest(&input),
-            server: subject.server,
-            resource_uri: subject.resource_uri,
-            byte_range: subject.byte_range,
+            action: a.action.to_owned(),
+            // Only the trail keeps it; the metrics have no use for it.
+            input_digest: if self.accounts.trail.is_some() {
+                self.digest(a.input)
+            } else {
+                String::new()
+            },
+            server: a.subject.server,
+            resource_uri: a.subject.resource_uri,
+            byte_range: a.subject.byte_range,
             decision: decision.to_owned(),
-            explanation: result
-                .as_ref()
-                .err()
-                .filter(|e| is_denial(e))
-                .map(|e| reason.unwrap_or_else(|| e.message().to_owned())),
+            explanation,
             cache_status: seen.cache_status.map(str::to_owned),
             result: result_text.to_owned(),
             error_code,
-            latency_us: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+            latency_us: u64::try_from(a.latency.as_micros()).unwrap_or(u64::MAX),
             bytes_returned: seen.bytes_returned,
-        };
-        if let Err(e) = self.log.append(&entry).await {
-            tracing::error!(%correlation_id, action, "audit record not written, answer withheld: {e}");
-            return Err(unrecorded());
         }
-        result
     }
 
     fn digest(&self, input: &Value) -> String {
         // Canonical JSON (sorted keys), as the records themselves are.
-        self.hasher.sha256(canonical_json(input).as_bytes()).hex()
+        self.accounts
+            .hasher
+            .sha256(canonical_json(input).as_bytes())
+            .hex()
     }
 }
 

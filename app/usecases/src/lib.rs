@@ -7,7 +7,8 @@
 //! they share: `upstream` (one server's pool, circuit breaker and supervisor, reached through a
 //! single `call`) and `upstreams` (every registered server). `flights` lets concurrent misses
 //! share one upstream call. Two decorators wrap the gateway an agent uses: `governed` (the
-//! access policy) and, outside it, `audited` (the audit trail).
+//! access policy, its engine timed by `metered`) and, outside it, `audited` (the audit trail
+//! and the request metrics). `operations` answers the operator's metrics and readiness.
 //!
 //! Architecture invariant: this crate depends on `quarry-domain` and `quarry-ports` only among
 //! workspace crates; it names no adapter, reads no clock (the [`Clock`](quarry_ports::Clock) port
@@ -24,7 +25,9 @@ mod governed;
 mod idempotency;
 mod invalidation;
 mod list;
+mod metered;
 mod oauth;
+mod operations;
 mod purge;
 mod read;
 mod registry;
@@ -35,9 +38,11 @@ mod upstreams;
 mod vault;
 mod versions;
 
-pub use audited::Audited;
+pub use audited::{Accounts, Audited};
 pub use governed::Governed;
+pub use metered::MeteredPolicy;
 pub use oauth::SignIn;
+pub use operations::GatewayOperations;
 pub use service::{Ports, ResourceService, ServiceOptions, Supervision};
 pub use tokens::ServerTokens;
 pub use vault::VaultRotation;

@@ -102,6 +102,11 @@ impl ServerTokens {
         self.needs_login.load(Ordering::Relaxed)
     }
 
+    /// When the access token expires (Unix seconds), unless a renewal holds the credential now.
+    pub(crate) fn expires_at(&self) -> Option<i64> {
+        self.credential.try_lock().ok().and_then(|c| c.expires_at)
+    }
+
     /// How many token requests this holder made (renewals and sign-ins).
     pub fn token_requests(&self) -> u32 {
         self.renewals.load(Ordering::Relaxed) + self.sign_ins.load(Ordering::Relaxed)

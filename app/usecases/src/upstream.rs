@@ -8,6 +8,7 @@
 
 mod auth;
 mod circuit;
+mod gauges;
 mod health;
 mod pool;
 mod supervisor;

@@ -81,8 +81,10 @@ pub async fn check_content(cache: impl ContentCache, capacity: u64) {
         CacheStats {
             entries: 0,
             bytes: 0,
-            capacity_bytes: capacity
-        }
+            capacity_bytes: capacity,
+            evictions: 0,
+        },
+        "purges and invalidations are no evictions"
     );
 
     // The budget holds whatever is put.
@@ -96,6 +98,12 @@ pub async fn check_content(cache: impl ContentCache, capacity: u64) {
     assert!(
         cache.get(&key(163), t(1)).await.is_some(),
         "the newest entry is kept"
+    );
+    let stats = cache.stats().await;
+    assert_eq!(
+        stats.evictions,
+        64 - stats.entries,
+        "every entry dropped to make room is counted"
     );
 }
 

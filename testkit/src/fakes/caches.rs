@@ -29,6 +29,7 @@ pub struct FakeContentCache {
     down: AtomicBool,
     /// `put`s that reached the backend.
     pub puts: AtomicU64,
+    evictions: AtomicU64,
 }
 
 impl FakeContentCache {
@@ -39,6 +40,7 @@ impl FakeContentCache {
             capacity,
             down: AtomicBool::new(false),
             puts: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
         }
     }
 
@@ -85,6 +87,7 @@ impl ContentCache for FakeContentCache {
         entries.push((key, entry));
         while Self::bytes(&entries) > self.capacity {
             entries.remove(0);
+            self.evictions.fetch_add(1, Ordering::SeqCst);
         }
     }
 
@@ -110,6 +113,7 @@ impl ContentCache for FakeContentCache {
             entries: entries.len() as u64,
             bytes: Self::bytes(&entries),
             capacity_bytes: self.capacity,
+            evictions: self.evictions.load(Ordering::SeqCst),
         }
     }
 }

@@ -189,6 +189,11 @@ impl Pool {
         }
     }
 
+    /// The most sessions the pool opens.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
     /// Live sessions.
     pub(crate) async fn live(&self) -> Vec<Arc<dyn UpstreamSession>> {
         self.sessions

@@ -4,20 +4,31 @@
 
 use quarry_domain::{GENESIS_HASH, Secret, UpstreamAuth, verify_chain};
 use quarry_ports::{AuditLog, Requester};
-use quarry_testkit::fakes::FakeAuditLog;
-use quarry_usecases::Audited;
+use quarry_testkit::fakes::{FakeAuditLog, FakeMetrics};
+use quarry_usecases::{Accounts, Audited};
 
 use super::*;
 
-fn audited(world: &World, log: &Arc<FakeAuditLog>) -> Audited {
+fn accounted(
+    world: &World,
+    trail: Option<Arc<FakeAuditLog>>,
+    metrics: &Arc<FakeMetrics>,
+) -> Audited {
     Audited::new(
         world.service.clone(),
-        log.clone(),
-        Arc::new(FakeHasher),
-        world.clock.clone(),
+        Accounts {
+            trail: trail.map(|t| t as Arc<dyn AuditLog>),
+            metrics: metrics.clone(),
+            hasher: Arc::new(FakeHasher),
+            clock: world.clock.clone(),
+        },
         Principal::new("alice"),
         "stdio",
     )
+}
+
+fn audited(world: &World, log: &Arc<FakeAuditLog>) -> Audited {
+    accounted(world, Some(log.clone()), &Arc::new(FakeMetrics::default()))
 }
 
 // traces: SR-005.1, SR-005.3, AU-1 — a listing, a read of a range and a failed read give one
@@ -69,7 +80,8 @@ async fn au_1_every_request_has_its_record_in_one_chain() {
 async fn au_2_an_unwritable_trail_refuses_requests_before_the_upstream() {
     let world = world().await;
     let log = Arc::new(FakeAuditLog::default());
-    let gateway = audited(&world, &log);
+    let metrics = Arc::new(FakeMetrics::default());
+    let gateway = accounted(&world, Some(log.clone()), &metrics);
     log.set_down(true);
     let reads = world.docs.reads.load(Ordering::SeqCst);
     for _ in 0..3 {
@@ -87,9 +99,43 @@ async fn au_2_an_unwritable_trail_refuses_requests_before_the_upstream() {
         "a request reached the upstream with no record possible"
     );
     assert!(log.entries().is_empty());
+    assert_eq!(
+        metrics.audit_failures(),
+        4,
+        "the metric counts every refusal"
+    );
+    let refused: Vec<_> = metrics
+        .requests()
+        .iter()
+        .map(|e| e.error_code.clone())
+        .collect();
+    assert_eq!(refused, vec![Some("E011".to_owned()); 4]);
     log.set_down(false);
     gateway.read_resource(read(A)).await.unwrap();
     assert_eq!(log.entries().len(), 1);
+    assert_eq!(metrics.audit_failures(), 4);
+    assert_eq!(metrics.requests().len(), 5);
+}
+
+// With the trail off, requests are still counted and timed, and nothing is refused for it.
+#[tokio::test]
+async fn requests_are_metered_with_the_trail_off() {
+    let world = world().await;
+    let metrics = Arc::new(FakeMetrics::default());
+    let gateway = accounted(&world, None, &metrics);
+    gateway.read_resource(read(A)).await.unwrap();
+    gateway.read_resource(read(A)).await.unwrap();
+    let seen = metrics.requests();
+    let cache: Vec<_> = seen.iter().map(|e| e.cache_status.as_deref()).collect();
+    assert_eq!(cache, [Some("miss"), Some("hit")]);
+    assert!(
+        seen.iter()
+            .all(|e| e.action == "read" && e.server.as_deref() == Some("docs"))
+    );
+    assert!(
+        seen.iter().all(|e| e.input_digest.is_empty()),
+        "no digest is made for nobody"
+    );
 }
 
 // traces: SR-005.2, AU-4 — a credential change is recorded with the server and the type of the

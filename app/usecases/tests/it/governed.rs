@@ -58,6 +58,13 @@ impl PolicyEngine for TablePolicy {
     ) -> Result<Vec<Option<bool>>, PolicyUnavailable> {
         Ok(requests.iter().map(|(r, _)| self.answer(r)).collect())
     }
+
+    async fn health(&self) -> quarry_ports::EngineHealth {
+        quarry_ports::EngineHealth {
+            ready: true,
+            ..Default::default()
+        }
+    }
 }
 
 const N: usize = 12;
