@@ -5,7 +5,7 @@
 use std::{future::Future, sync::Arc};
 
 use quarry_cache_lru::{InMemoryInvalidationBus, InMemoryListingCache, LruContentCache};
-use quarry_crypto_ring::{KeySource, RingCipher, RingHasher};
+use quarry_crypto_ring::{KeySource, RingCipher, RingHasher, RingSigner};
 use quarry_domain::{Error, ErrorCode};
 use quarry_mcp_client::{OAuthHttp, RmcpConnector};
 use quarry_mcp_server::ServerOptions;
@@ -13,7 +13,9 @@ use quarry_metrics::PrometheusMetrics;
 use quarry_operator_http::OperatorHttp;
 use quarry_ports::{AuditLog, Clock, ContentHasher, Metrics, Operations, ResourceGateway};
 use quarry_store_sqlite::{SqliteAudit, SqliteStore};
-use quarry_usecases::{Accounts, GatewayOperations, Ports, ResourceService, ServiceOptions};
+use quarry_usecases::{
+    Accounts, AuditTrail, GatewayOperations, Ports, ResourceService, ServiceOptions,
+};
 
 use crate::{
     clock::SystemClock,
@@ -67,6 +69,64 @@ pub async fn audit_log(settings: &Settings) -> Result<Arc<dyn AuditLog>, Error> 
         open_store(settings).await?,
         hasher(),
     )))
+}
+
+/// The audit trail with its checkpoint signer (the key file is created on first use only when
+/// `create`: a prune signs, a verification only checks).
+///
+/// # Errors
+/// E012 when the store cannot be opened.
+pub async fn audit_trail(settings: &Settings, create: bool) -> Result<AuditTrail, Error> {
+    let signer = match &settings.audit_key {
+        Some(path) => RingSigner::new(path.clone(), create, |path| {
+            eprintln!(
+                "quarry: created the audit signing key {} (mode 0600); retention's checkpoints are signed with it, so back it up",
+                path.display()
+            );
+        }),
+        None => RingSigner::ephemeral(),
+    };
+    Ok(AuditTrail::new(
+        audit_log(settings).await?,
+        Arc::new(signer),
+        hasher(),
+        Arc::new(SystemClock::new()),
+    ))
+}
+
+/// How often `quarry serve` applies the audit retention.
+const RETENTION_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Applies `logging.audit_retention_days` now and every hour while serving (with the store in
+/// a file and the trail on); what it removes is logged.
+fn keep_audit_retention(settings: &Settings) {
+    if !settings.audit_enabled || settings.store_path.is_none() {
+        return;
+    }
+    let settings = settings.clone();
+    tokio::spawn(async move {
+        let keep = chrono::Duration::days(i64::from(settings.audit_retention_days));
+        let trail = match audit_trail(&settings, true).await {
+            Ok(trail) => trail,
+            Err(e) => {
+                tracing::error!("audit retention cannot run: {e}");
+                return;
+            }
+        };
+        loop {
+            match trail.prune(keep).await {
+                Ok(Some(p)) => tracing::info!(
+                    removed = p.removed,
+                    through = p.checkpoint.seq,
+                    days = settings.audit_retention_days,
+                    "audit retention removed old records behind a signed checkpoint"
+                ),
+                Ok(None) => {}
+                Err(e) => tracing::error!("audit retention failed: {e}"),
+            }
+            tokio::time::sleep(RETENTION_INTERVAL).await;
+        }
+    });
 }
 
 /// SHA-256.
@@ -281,6 +341,7 @@ pub async fn serve_stdio(
         tracing::warn!(server = %server.name(), "accepts TLS 1.2 (tls_min_version = \"1.2\"); every other server needs TLS 1.3");
     }
     service.start_supervision();
+    keep_audit_retention(settings);
     tracing::info!(
         servers = settings.servers.len(),
         config = %settings.source.as_ref().map_or("(defaults)".into(), |p| p.display().to_string()),

@@ -36,6 +36,7 @@
 //! format = "pretty"              # or "json"
 //! # file = "/var/log/quarry.log" # default: stderr
 //! audit_enabled = true
+//! audit_retention_days = 90      # older records are removed behind a signed checkpoint
 //! ```
 
 mod env;
@@ -84,6 +85,11 @@ pub struct Settings {
     /// Whether agents' requests are audited (`logging.audit_enabled`); when they are, a request
     /// whose record cannot be written is refused.
     pub audit_enabled: bool,
+    /// Days audit records are kept (`logging.audit_retention_days`).
+    pub audit_retention_days: u32,
+    /// The key file signing retention's checkpoints (`logging.audit_key_file`, default
+    /// `audit.key` beside the store); none with the store in memory.
+    pub audit_key: Option<PathBuf>,
     /// Resource type rules.
     pub classifier: Classifier,
     /// Where the store lives; `None` keeps it in memory (gone at exit).
@@ -312,14 +318,14 @@ impl Settings {
                 ..p
             });
         let agent = policy::serve_agent(&file.serve).map_err(|e| at(e.message().to_owned()))?;
-        let log_file =
-            file.logging
-                .file
-                .clone()
-                .map(|p| match source.as_deref().and_then(Path::parent) {
-                    Some(dir) if p.is_relative() => dir.join(p),
-                    _ => p,
-                });
+        let log_file = file
+            .logging
+            .resolved_file(source.as_deref().and_then(Path::parent));
+        if !(1..=36_500).contains(&file.logging.audit_retention_days) {
+            return Err(at(
+                "logging.audit_retention_days must be between 1 and 36500".into(),
+            ));
+        }
         Ok(Self {
             source,
             servers,
@@ -332,6 +338,12 @@ impl Settings {
                 .saturating_mul(1024 * 1024),
             log_level: file.logging.level,
             audit_enabled: file.logging.audit_enabled,
+            audit_retention_days: file.logging.audit_retention_days,
+            audit_key: file
+                .logging
+                .audit_key_file
+                .clone()
+                .or_else(|| store_path.as_ref().map(|s| s.with_file_name("audit.key"))),
             log_format: file.logging.format,
             log_file,
             classifier,

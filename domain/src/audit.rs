@@ -67,6 +67,38 @@ pub struct AuditRecord {
     pub record_hash: String,
 }
 
+/// Where the trail starts once retention has removed the records before it: the last removed
+/// record's number and hash (the remaining chain continues from them; every record up to it
+/// is gone), when, and a signature over these by the trail's signing key, so a checkpoint
+/// cannot be moved or made up without the key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditCheckpoint {
+    /// The last record removed.
+    pub seq: u64,
+    /// Its `record_hash`: the first remaining record's `previous_hash`.
+    pub record_hash: String,
+    /// When the records were removed.
+    pub pruned_at: Timestamp,
+    /// Which key signed it (a digest of its public half).
+    pub key_id: String,
+    /// The signature (hex) of [`AuditCheckpoint::material`].
+    pub signature: String,
+}
+
+impl AuditCheckpoint {
+    /// The bytes signed: the canonical JSON of every field but the signature.
+    pub fn material(&self) -> Vec<u8> {
+        let value = serde_json::json!({
+            "seq": self.seq,
+            "record_hash": self.record_hash,
+            "pruned_at": self.pruned_at,
+            "key_id": self.key_id,
+        });
+        canonical_json(&value).into_bytes()
+    }
+}
+
 /// Where and how a chain is broken.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainBreak {

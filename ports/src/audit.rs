@@ -2,7 +2,7 @@
 //! and read back by `quarry audit`.
 
 use async_trait::async_trait;
-use quarry_domain::{AuditEntry, AuditRecord};
+use quarry_domain::{AuditCheckpoint, AuditEntry, AuditRecord};
 
 use crate::StoreError;
 
@@ -16,6 +16,12 @@ use crate::StoreError;
 /// the last record's sequence number and hash as the store's head keeps it (`None` when
 /// empty). Failures are `StoreError::Unavailable` (cannot write: read-only, full disk, locked)
 /// or `Corrupt`.
+///
+/// Retention: `prune` removes every record up to `checkpoint.seq` and stores the checkpoint in
+/// its place, atomically; it refuses (`Conflict`) unless the record at `checkpoint.seq` is there
+/// with `checkpoint.record_hash` and lies past the stored checkpoint, so a prune never removes
+/// what it did not see. `records` from 0 then starts after the checkpoint, and `head` is
+/// unchanged.
 #[async_trait]
 pub trait AuditLog: Send + Sync + std::fmt::Debug {
     /// Whether a record could be written now, as far as the log can tell without slowing every
@@ -29,4 +35,40 @@ pub trait AuditLog: Send + Sync + std::fmt::Debug {
     async fn records(&self, after: u64, limit: usize) -> Result<Vec<AuditRecord>, StoreError>;
     /// The chain's head: the last record's sequence number and hash.
     async fn head(&self) -> Result<Option<(u64, String)>, StoreError>;
+    /// Where the trail starts after retention, if it pruned anything.
+    async fn checkpoint(&self) -> Result<Option<AuditCheckpoint>, StoreError>;
+    /// Removes the records up to `checkpoint.seq` and keeps `checkpoint`; returns how many were
+    /// removed.
+    async fn prune(&self, checkpoint: &AuditCheckpoint) -> Result<u64, StoreError>;
+}
+
+/// Why a signature could not be made or checked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignError {
+    /// The key cannot be read or created (the message says where).
+    #[error("the audit signing key cannot be used: {0}")]
+    Key(String),
+    /// The signature is not the key's over the material, or was made by another key.
+    #[error("the signature does not verify: {0}")]
+    Invalid(String),
+}
+
+/// Signs and checks the audit trail's checkpoints.
+pub trait AuditSigner: Send + Sync + std::fmt::Debug {
+    /// The id of the signing key (a digest of its public half), creating the key if the
+    /// adapter is configured to.
+    ///
+    /// # Errors
+    /// [`SignError::Key`].
+    fn key_id(&self) -> Result<String, SignError>;
+    /// The signature (hex) of `material`.
+    ///
+    /// # Errors
+    /// [`SignError::Key`].
+    fn sign(&self, material: &[u8]) -> Result<String, SignError>;
+    /// Checks that `signature` is this key's (`key_id`) over `material`.
+    ///
+    /// # Errors
+    /// [`SignError::Invalid`] when it is not; [`SignError::Key`] when the key is missing.
+    fn verify(&self, material: &[u8], key_id: &str, signature: &str) -> Result<(), SignError>;
 }

@@ -21,7 +21,7 @@ mod upstream;
 mod vault;
 mod versions;
 
-pub use audit::AuditLog;
+pub use audit::{AuditLog, AuditSigner, SignError};
 pub use cache::{CacheStats, CachedContent, ContentCache};
 pub use clock::Clock;
 pub use gateway::{

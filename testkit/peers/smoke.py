@@ -8,6 +8,7 @@ both ways, and prints a JSON summary. Exits non-zero on any mismatch.
 
 import asyncio
 import json
+import os
 import sys
 
 from mcp import ClientSession, StdioServerParameters
@@ -23,7 +24,11 @@ def structured(result):
 
 
 async def main(quarry: str, config: str) -> None:
-    params = StdioServerParameters(command=quarry, args=["serve", "--config", config])
+    # The SDK passes a child only a few safe variables by default: hand over ours, so the
+    # gateway uses the store the test chose (QUARRY_STORE_PATH), not the user's default one.
+    params = StdioServerParameters(
+        command=quarry, args=["serve", "--config", config], env=dict(os.environ)
+    )
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()

@@ -1,10 +1,13 @@
-//! Cryptography through ring, behind Quarry's ports: SHA-256 content digests and the vault's
-//! AES-256-GCM envelope encryption.
+//! Cryptography through ring, behind Quarry's ports: SHA-256 content digests, the vault's
+//! AES-256-GCM envelope encryption, and the audit trail's Ed25519 checkpoint signatures.
 //!
 //! Architecture invariant: ring is used here and nowhere else; no ring type leaves this crate.
 
+mod files;
+mod signing;
 mod vault;
 
+pub use signing::RingSigner;
 pub use vault::{KeySource, RingCipher, VaultKey};
 
 use quarry_domain::Digest;

@@ -5,8 +5,11 @@
 //! A handle remembers the head it last wrote, so an append is one batch (one round trip to the
 //! connection's thread) while no other writer moved it; otherwise it reads the head first.
 //! `writable` costs nothing while appends succeed; after one fails it writes to find out (a
-//! committed no-op on the head row, which reaches the write-ahead log, so a full disk shows),
-//! and keeps saying no until such a write succeeds.
+//! committed 64 KiB row, written and deleted, which reaches the write-ahead log, so a full disk
+//! shows), and keeps saying no until such a write succeeds. Retention (`audit/retention.rs`)
+//! removes records up to a checkpoint and keeps the checkpoint, in one transaction.
+
+mod retention;
 
 use std::sync::{
     Arc,
@@ -14,7 +17,9 @@ use std::sync::{
 };
 
 use async_trait::async_trait;
-use quarry_domain::{AuditEntry, AuditRecord, GENESIS_HASH, canonical_entry, chain_material};
+use quarry_domain::{
+    AuditCheckpoint, AuditEntry, AuditRecord, GENESIS_HASH, canonical_entry, chain_material,
+};
 use quarry_ports::{AuditLog, ContentHasher, StoreError};
 use sqlx::Row;
 
@@ -241,5 +246,13 @@ impl AuditLog for SqliteAudit {
                 .await
                 .map_err(failed)?;
         head.map(|(seq, hash)| Ok((seq_of(seq)?, hash))).transpose()
+    }
+
+    async fn checkpoint(&self) -> Result<Option<AuditCheckpoint>, StoreError> {
+        self.stored_checkpoint().await
+    }
+
+    async fn prune(&self, checkpoint: &AuditCheckpoint) -> Result<u64, StoreError> {
+        self.prune_through(checkpoint).await
     }
 }

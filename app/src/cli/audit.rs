@@ -1,14 +1,15 @@
-//! `quarry audit verify`: walks the audit trail from its first record, recomputing each
-//! record's hash and its link to the one before, and checks that the chain ends where the
-//! store's head says. Names the first record that breaks it (edited, inserted, moved, or
+//! `quarry audit verify`: walks the audit trail from its first record (or from retention's
+//! checkpoint, its signature checked), recomputing each record's hash and its link to the one
+//! before, and checks that the chain ends where the store's head says. Names the first record that breaks it (edited, inserted, moved, or
 //! records missing), as E006 (integrity).
 //!
 //! `quarry audit export`: the records a filter selects, streamed as JSON lines or CSV.
+//!
+//! `quarry audit prune`: retention now, with the checkpoint it leaves.
 
 use std::io::Write;
 
 use clap::{Args, Subcommand};
-use quarry_domain::{Error, ErrorCode, GENESIS_HASH, verify_chain};
 
 use crate::{compose, config::Settings, failure::Failure, render};
 
@@ -30,76 +31,93 @@ pub enum AuditAction {
     },
     /// Write the records a filter selects to stdout, oldest first (progress on stderr).
     Export(export::ExportArgs),
+    /// Remove records older than the retention (logging.audit_retention_days, or --keep-days)
+    /// behind a signed checkpoint, so the rest still verifies (`quarry serve` does this hourly).
+    Prune(PruneArgs),
 }
 
 mod export;
 
-/// Records read per page.
-const PAGE: usize = 1_000;
 /// Progress on stderr every this many records.
 const PROGRESS_EVERY: u64 = 100_000;
 
-fn broken(seq: u64, what: &str) -> Failure {
-    Error::new(
-        ErrorCode::E006,
-        format!("the audit trail is broken at record {seq}: {what}"),
-    )
-    .into()
+/// `quarry audit prune` options.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Keep records younger than this many days (default: logging.audit_retention_days; 0
+    /// removes every record older than now).
+    #[arg(long, value_name = "DAYS")]
+    pub keep_days: Option<u32>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs one `quarry audit` command.
 pub(super) async fn run(settings: &Settings, args: AuditArgs) -> Result<(), Failure> {
-    let log = compose::audit_log(settings).await?;
     let json = match args.action {
-        AuditAction::Export(export) => return export::run(log.as_ref(), export).await,
+        AuditAction::Export(export) => {
+            let log = compose::audit_log(settings).await?;
+            return export::run(log.as_ref(), export).await;
+        }
+        AuditAction::Prune(prune) => return self::prune(settings, prune).await,
         AuditAction::Verify { json } => json,
     };
-    let hasher = compose::hasher();
-    let unreadable = |e: quarry_ports::StoreError| match e {
-        quarry_ports::StoreError::Corrupt(why) => Failure::from(Error::new(
-            ErrorCode::E006,
-            format!("the audit trail is broken: {why}"),
-        )),
-        other => Failure::from(Error::new(ErrorCode::E012, other.to_string())),
-    };
-    let mut at = (0, GENESIS_HASH.to_owned());
-    loop {
-        let page = log.records(at.0, PAGE).await.map_err(unreadable)?;
-        if page.is_empty() {
-            break;
-        }
-        let before = at.0;
-        at = verify_chain(&page, at, |b| hasher.sha256(b)).map_err(|b| broken(b.seq, &b.what))?;
-        if at.0 / PROGRESS_EVERY > before / PROGRESS_EVERY {
-            eprintln!("quarry: {} records verified", at.0);
-        }
-    }
-    match log.head().await.map_err(unreadable)? {
-        Some((seq, hash)) if seq == at.0 && hash == at.1 => {}
-        None if at.0 == 0 => {}
-        Some((seq, _)) if seq > at.0 => {
-            let what = if seq == at.0 + 1 {
-                format!("record {seq} is missing at the end")
-            } else {
-                format!("records {} to {seq} are missing at the end", at.0 + 1)
-            };
-            return Err(broken(at.0 + 1, &what));
-        }
-        _ => {
-            return Err(broken(
-                at.0,
-                "the chain's head does not match its last record",
-            ));
-        }
-    }
+    let trail = compose::audit_trail(settings, false).await?;
+    let mut reported = 0;
+    let verified = trail
+        .verify(|at| {
+            if at / PROGRESS_EVERY > reported / PROGRESS_EVERY {
+                eprintln!("quarry: {at} records verified");
+            }
+            reported = at;
+        })
+        .await?;
     let mut out = std::io::stdout().lock();
     if json {
         render::json(
             &mut out,
-            &serde_json::json!({"intact": true, "records": at.0, "head": at.1}),
+            &serde_json::json!({
+                "intact": true,
+                "records": verified.records,
+                "head": verified.head.1,
+                "last_record": verified.head.0,
+                "checkpoint": verified.checkpoint,
+            }),
         )?;
     } else {
-        writeln!(out, "audit trail intact: {} records", at.0)?;
+        write!(out, "audit trail intact: {} records", verified.records)?;
+        if let Some(c) = &verified.checkpoint {
+            write!(
+                out,
+                " (records 1 to {} removed by retention on {}; checkpoint signed by {})",
+                c.seq, c.pruned_at, c.key_id
+            )?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+async fn prune(settings: &Settings, args: PruneArgs) -> Result<(), Failure> {
+    let days = args.keep_days.unwrap_or(settings.audit_retention_days);
+    let trail = compose::audit_trail(settings, true).await?;
+    let pruned = trail.prune(chrono::Duration::days(i64::from(days))).await?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        render::json(
+            &mut out,
+            &serde_json::json!({"keep_days": days, "removed": pruned.as_ref().map_or(0, |p| p.removed), "checkpoint": pruned.map(|p| p.checkpoint)}),
+        )?;
+    } else {
+        match pruned {
+            Some(p) => writeln!(
+                out,
+                "removed {} records older than {days} days; the trail now starts after record {} (checkpoint signed by {})",
+                p.removed, p.checkpoint.seq, p.checkpoint.key_id
+            )?,
+            None => writeln!(out, "no record is older than {days} days")?,
+        }
     }
     Ok(())
 }

@@ -222,6 +222,28 @@ pub(super) struct LoggingSection {
     pub(super) format: LogFormat,
     /// Write the log to this file (appended) instead of stderr.
     pub(super) file: Option<std::path::PathBuf>,
+    /// Days audit records are kept before retention removes them behind a signed checkpoint.
+    #[serde(default = "default_retention_days")]
+    pub(super) audit_retention_days: u32,
+    /// The key file that signs retention's checkpoints (default: `audit.key` beside the store).
+    pub(super) audit_key_file: Option<std::path::PathBuf>,
+}
+
+fn default_retention_days() -> u32 {
+    90
+}
+
+impl LoggingSection {
+    /// The log file, relative to the configuration file's folder `dir` unless absolute.
+    pub(super) fn resolved_file(
+        &self,
+        dir: Option<&std::path::Path>,
+    ) -> Option<std::path::PathBuf> {
+        self.file.clone().map(|p| match dir {
+            Some(dir) if p.is_relative() => dir.join(p),
+            _ => p,
+        })
+    }
 }
 
 /// How log events are written.
@@ -242,6 +264,8 @@ impl Default for LoggingSection {
             audit_enabled: true,
             format: LogFormat::default(),
             file: None,
+            audit_retention_days: default_retention_days(),
+            audit_key_file: None,
         }
     }
 }

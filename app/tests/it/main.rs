@@ -18,6 +18,7 @@ mod peers;
 mod policy;
 mod readpath;
 mod registry;
+mod retention;
 mod serve;
 mod supervision;
 mod support;

@@ -8,7 +8,8 @@
 //! single `call`) and `upstreams` (every registered server). `flights` lets concurrent misses
 //! share one upstream call. Two decorators wrap the gateway an agent uses: `governed` (the
 //! access policy, its engine timed by `metered`) and, outside it, `audited` (the audit trail
-//! and the request metrics). `operations` answers the operator's metrics and readiness.
+//! and the request metrics). `operations` answers the operator's metrics and readiness; `retention` verifies the
+//! audit trail and prunes it behind a signed checkpoint.
 //!
 //! Architecture invariant: this crate depends on `quarry-domain` and `quarry-ports` only among
 //! workspace crates; it names no adapter, reads no clock (the [`Clock`](quarry_ports::Clock) port
@@ -31,6 +32,7 @@ mod operations;
 mod purge;
 mod read;
 mod registry;
+mod retention;
 mod service;
 mod tokens;
 mod upstream;
@@ -43,6 +45,7 @@ pub use governed::Governed;
 pub use metered::MeteredPolicy;
 pub use oauth::SignIn;
 pub use operations::GatewayOperations;
+pub use retention::{AuditTrail, Pruned, Verified};
 pub use service::{Ports, ResourceService, ServiceOptions, Supervision};
 pub use tokens::ServerTokens;
 pub use vault::VaultRotation;

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use chrono::TimeZone;
-use quarry_domain::{AuditEntry, GENESIS_HASH, verify_chain};
-use quarry_ports::{AuditLog, ContentHasher};
+use quarry_domain::{AuditCheckpoint, AuditEntry, GENESIS_HASH, verify_chain};
+use quarry_ports::{AuditLog, ContentHasher, StoreError};
 
 /// An entry for `n` (sample data, with characters a log line must not let through).
 pub fn entry(n: u64) -> AuditEntry {
@@ -32,9 +32,13 @@ pub fn entry(n: u64) -> AuditEntry {
     }
 }
 
-/// Every record of `log`, checked against `hasher` and the head.
+/// Every record of `log`, from its checkpoint if retention left one, checked against `hasher`
+/// and the head.
 pub async fn verified(log: &dyn AuditLog, hasher: &dyn ContentHasher) -> u64 {
-    let mut at = (0, GENESIS_HASH.to_owned());
+    let mut at = match log.checkpoint().await.unwrap() {
+        Some(c) => (c.seq, c.record_hash),
+        None => (0, GENESIS_HASH.to_owned()),
+    };
     loop {
         let page = log.records(at.0, 64).await.unwrap();
         if page.is_empty() {
@@ -71,6 +75,67 @@ pub async fn check(log: impl AuditLog, hasher: &dyn ContentHasher) {
     );
     assert_eq!(page[0].entry, entry(41), "an entry comes back as it was");
     assert_eq!(verified(&log, hasher).await, 100);
+    check_prune(&log, hasher).await;
+}
+
+/// A checkpoint at `seq` with `record_hash` (unsigned: the log keeps what it is given).
+fn checkpoint(seq: u64, record_hash: &str) -> AuditCheckpoint {
+    AuditCheckpoint {
+        seq,
+        record_hash: record_hash.to_owned(),
+        pruned_at: chrono::Utc.timestamp_opt(1_800_000_000, 0).unwrap(),
+        key_id: "k".into(),
+        signature: "s".into(),
+    }
+}
+
+/// Retention over a log of 100 records: a checkpoint that names a record wrongly or one already
+/// pruned removes nothing; a right one removes the records up to it, and the chain continues
+/// from it.
+async fn check_prune(log: &impl AuditLog, hasher: &dyn ContentHasher) {
+    assert_eq!(log.checkpoint().await.unwrap(), None);
+    let at_60 = log.records(59, 1).await.unwrap().remove(0);
+    let wrong = checkpoint(60, &"0".repeat(64));
+    assert!(matches!(
+        log.prune(&wrong).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(
+        log.records(0, 1).await.unwrap()[0].seq,
+        1,
+        "nothing removed"
+    );
+    let right = checkpoint(60, &at_60.record_hash);
+    assert_eq!(log.prune(&right).await.unwrap(), 60);
+    assert_eq!(log.checkpoint().await.unwrap(), Some(right));
+    assert_eq!(log.records(0, 1).await.unwrap()[0].seq, 61);
+    assert_eq!(
+        log.head().await.unwrap().map(|h| h.0),
+        Some(100),
+        "the head stays"
+    );
+    let at_30 = checkpoint(30, &at_60.record_hash);
+    assert!(matches!(
+        log.prune(&at_30).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let next = log.append(&entry(101)).await.unwrap();
+    assert_eq!(next.seq, 101);
+    assert_eq!(verified(log, hasher).await, 101);
+    // Everything pruned: the chain still continues.
+    let last = log.records(100, 1).await.unwrap().remove(0);
+    assert_eq!(
+        log.prune(&checkpoint(101, &last.record_hash))
+            .await
+            .unwrap(),
+        41
+    );
+    assert!(log.records(0, 10).await.unwrap().is_empty());
+    assert_eq!(
+        log.append(&entry(102)).await.unwrap().previous_hash,
+        last.record_hash
+    );
+    assert_eq!(verified(log, hasher).await, 102);
 }
 
 /// Appends from `writers` concurrently (two handles on one backend may be given): one chain,

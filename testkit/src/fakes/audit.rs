@@ -7,15 +7,23 @@ use std::sync::{
 };
 
 use async_trait::async_trait;
-use quarry_domain::{AuditEntry, AuditRecord, GENESIS_HASH, chain_material};
+use quarry_domain::{AuditCheckpoint, AuditEntry, AuditRecord, GENESIS_HASH, chain_material};
 use quarry_ports::{AuditLog, ContentHasher, StoreError};
 
 use super::FakeHasher;
 
+/// The records kept, the head, and the checkpoint retention left.
+#[derive(Debug, Default)]
+struct Trail {
+    records: Vec<AuditRecord>,
+    head: Option<(u64, String)>,
+    checkpoint: Option<AuditCheckpoint>,
+}
+
 /// The audit chain in memory.
 #[derive(Debug)]
 pub struct FakeAuditLog {
-    records: Mutex<Vec<AuditRecord>>,
+    trail: Mutex<Trail>,
     down: AtomicBool,
     hasher: Arc<dyn ContentHasher>,
 }
@@ -23,7 +31,7 @@ pub struct FakeAuditLog {
 impl Default for FakeAuditLog {
     fn default() -> Self {
         Self {
-            records: Mutex::default(),
+            trail: Mutex::default(),
             down: AtomicBool::new(false),
             hasher: Arc::new(FakeHasher),
         }
@@ -38,11 +46,15 @@ impl FakeAuditLog {
 
     /// The entries appended so far.
     pub fn entries(&self) -> Vec<AuditEntry> {
-        self.lock().iter().map(|r| r.entry.clone()).collect()
+        self.lock()
+            .records
+            .iter()
+            .map(|r| r.entry.clone())
+            .collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<AuditRecord>> {
-        self.records.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Trail> {
+        self.trail.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn check(&self) -> Result<(), StoreError> {
@@ -62,10 +74,10 @@ impl AuditLog for FakeAuditLog {
 
     async fn append(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
         self.check()?;
-        let mut records = self.lock();
-        let (seq, previous_hash) = records.last().map_or_else(
+        let mut trail = self.lock();
+        let (seq, previous_hash) = trail.head.clone().map_or_else(
             || (1, GENESIS_HASH.to_owned()),
-            |r| (r.seq + 1, r.record_hash.clone()),
+            |(seq, hash)| (seq + 1, hash),
         );
         let record_hash = self
             .hasher
@@ -77,13 +89,15 @@ impl AuditLog for FakeAuditLog {
             previous_hash,
             record_hash,
         };
-        records.push(record.clone());
+        trail.head = Some((seq, record.record_hash.clone()));
+        trail.records.push(record.clone());
         Ok(record)
     }
 
     async fn records(&self, after: u64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         Ok(self
             .lock()
+            .records
             .iter()
             .filter(|r| r.seq > after)
             .take(limit)
@@ -92,6 +106,28 @@ impl AuditLog for FakeAuditLog {
     }
 
     async fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
-        Ok(self.lock().last().map(|r| (r.seq, r.record_hash.clone())))
+        Ok(self.lock().head.clone())
+    }
+
+    async fn checkpoint(&self) -> Result<Option<AuditCheckpoint>, StoreError> {
+        Ok(self.lock().checkpoint.clone())
+    }
+
+    async fn prune(&self, checkpoint: &AuditCheckpoint) -> Result<u64, StoreError> {
+        self.check()?;
+        let mut trail = self.lock();
+        let at = trail
+            .records
+            .iter()
+            .position(|r| r.seq == checkpoint.seq && r.record_hash == checkpoint.record_hash)
+            .ok_or_else(|| {
+                StoreError::Conflict(format!(
+                    "record {} is not there with that hash",
+                    checkpoint.seq
+                ))
+            })?;
+        trail.records.drain(..=at);
+        trail.checkpoint = Some(checkpoint.clone());
+        Ok(at as u64 + 1)
     }
 }

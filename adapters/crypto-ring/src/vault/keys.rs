@@ -206,14 +206,7 @@ fn write_file(path: &Path, keys: &[VaultKey], replace: bool) -> Result<(), Strin
     if replace {
         let _ = std::fs::remove_file(&target);
     }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(&target).map_err(fail)?;
+    let mut file = crate::files::create_owner_only(&target).map_err(fail)?;
     for key in keys {
         file.write_all(key.to_text().as_bytes()).map_err(fail)?;
         file.write_all(b"\n").map_err(fail)?;

@@ -12,6 +12,7 @@ mod governed;
 mod idempotency;
 mod list;
 mod read;
+mod retention;
 mod stampede;
 mod supervision;
 mod tokens;
