@@ -151,6 +151,9 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
             path.display()
         );
     }));
+    let audit = settings
+        .audit_enabled
+        .then(|| Arc::new(SqliteAudit::new((*store).clone(), hasher())) as Arc<dyn AuditLog>);
     Ok(Ports {
         connector: Arc::new(connector),
         cache: Arc::new(LruContentCache::new(settings.cache_max_bytes)),
@@ -164,6 +167,7 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
         credentials: store,
         cipher,
         oauth: Arc::new(OAuthHttp::new(LOGIN_TIMEOUT)),
+        audit,
     })
 }
 
@@ -195,7 +199,12 @@ pub async fn agent(
     let (governed, engine) =
         policy::governed_gateway(settings, service, transport, &metrics, clock.clone()).await?;
     let trail = if settings.audit_enabled {
-        Some(audit_log(settings).await?)
+        // The service's own trail (exports read it), or one of its own for a service built
+        // over other ports.
+        match service.audit_log() {
+            Some(log) => Some(log),
+            None => Some(audit_log(settings).await?),
+        }
     } else {
         eprintln!(
             "quarry: logging.audit_enabled is false: the {transport} agent's requests are not audited"

@@ -99,6 +99,63 @@ impl AuditCheckpoint {
     }
 }
 
+/// Which records an export selects; every condition given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct AuditFilter {
+    /// At or after this time.
+    pub since: Option<Timestamp>,
+    /// Before this time.
+    pub until: Option<Timestamp>,
+    /// This agent's.
+    pub agent: Option<String>,
+    /// About this server.
+    pub server: Option<String>,
+    /// `allow` or `deny`.
+    pub decision: Option<String>,
+}
+
+impl AuditFilter {
+    /// Whether `entry` is selected.
+    pub fn matches(&self, entry: &AuditEntry) -> bool {
+        self.since.is_none_or(|t| entry.time >= t)
+            && self.until.is_none_or(|t| entry.time < t)
+            && self.agent.as_ref().is_none_or(|a| *a == entry.agent)
+            && self
+                .server
+                .as_ref()
+                .is_none_or(|s| entry.server.as_ref() == Some(s))
+            && self.decision.as_ref().is_none_or(|d| *d == entry.decision)
+    }
+
+    /// A filter time from RFC 3339 text (`what` names the field in the error).
+    ///
+    /// # Errors
+    /// E001 naming `what` when `text` is not an RFC 3339 time.
+    pub fn time(what: &str, text: &str) -> Result<Timestamp, crate::Error> {
+        chrono::DateTime::parse_from_rfc3339(text)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .map_err(|e| {
+                crate::Error::invalid(format!(
+                    "{what} must be an RFC 3339 time such as 2026-12-01T00:00:00Z: {e}"
+                ))
+            })
+    }
+
+    /// A decision to select by, checked.
+    ///
+    /// # Errors
+    /// E001 unless `text` is `allow` or `deny`.
+    pub fn decision(text: &str) -> Result<String, crate::Error> {
+        match text {
+            "allow" | "deny" => Ok(text.to_owned()),
+            other => Err(crate::Error::invalid(format!(
+                "decision must be allow or deny, not {:?}",
+                other.chars().take(32).collect::<String>()
+            ))),
+        }
+    }
+}
+
 /// Where and how a chain is broken.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainBreak {

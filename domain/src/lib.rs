@@ -25,8 +25,8 @@ mod uri;
 mod version;
 
 pub use audit::{
-    AuditCheckpoint, AuditEntry, AuditRecord, ChainBreak, GENESIS_HASH, canonical_entry,
-    canonical_json, chain_material, verify_chain,
+    AuditCheckpoint, AuditEntry, AuditFilter, AuditRecord, ChainBreak, GENESIS_HASH,
+    canonical_entry, canonical_json, chain_material, verify_chain,
 };
 pub use backoff::{Backoff, RetryPolicy};
 pub use circuit::Circuit;

@@ -3,9 +3,9 @@
 use async_trait::async_trait;
 
 use quarry_domain::{
-    AuthResult, ByteRange, Error, IdempotencyKey, ListQuery, ListResourcesResult, Principal,
-    ReadResourceResult, ResourceUri, ResourceVersion, ServerName, ServerSettings, ServerStatus,
-    UpstreamAuth, VersionSelector,
+    AuditFilter, AuditRecord, AuthResult, ByteRange, Error, IdempotencyKey, ListQuery,
+    ListResourcesResult, Principal, ReadResourceResult, ResourceUri, ResourceVersion, ServerName,
+    ServerSettings, ServerStatus, UpstreamAuth, VersionSelector,
 };
 
 /// A validated read request.
@@ -173,6 +173,29 @@ pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
         requester: Requester,
         idempotency_key: Option<IdempotencyKey>,
     ) -> Result<AuthResult, Error>;
+
+    /// A page of the audit trail: the records after `after` that `filter` selects, oldest
+    /// first, at most `limit` of them, reading a bounded number of records per call; the page
+    /// says where the next one starts (none at the end). Read-only.
+    ///
+    /// # Errors
+    /// E011 when the gateway keeps no audit trail (`logging.audit_enabled = false`); E004 when
+    /// the policy does not allow it (`may_configure_mcp`); E012 when the store fails.
+    async fn export_audit(
+        &self,
+        filter: AuditFilter,
+        after: u64,
+        limit: usize,
+    ) -> Result<AuditPage, Error>;
+}
+
+/// A page of an audit export.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AuditPage {
+    /// The records selected, oldest first.
+    pub records: Vec<AuditRecord>,
+    /// Pass as `after` for the next page; none when the trail was read to its end.
+    pub next_after: Option<u64>,
 }
 
 /// A resource template as Quarry publishes it.

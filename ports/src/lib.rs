@@ -25,7 +25,7 @@ pub use audit::{AuditLog, AuditSigner, SignError};
 pub use cache::{CacheStats, CachedContent, ContentCache};
 pub use clock::Clock;
 pub use gateway::{
-    GatewayTemplate, PurgeReport, ReadRequest, RemovedServer, Requester, ResourceGateway,
+    AuditPage, GatewayTemplate, PurgeReport, ReadRequest, RemovedServer, Requester, ResourceGateway,
 };
 pub use hashing::ContentHasher;
 pub use key::ResourceKey;

@@ -2,8 +2,9 @@
 //! URIs are E001 with a message saying which argument and why. Never a panic.
 
 use quarry_domain::{
-    ByteRange, Error, IdempotencyKey, ListQuery, PageLimit, Principal, ResourceType, ResourceUri,
-    ServerDraft, ServerName, ServerSelector, ServerSettings, UpstreamAuth, VersionSelector,
+    AuditFilter, ByteRange, Error, IdempotencyKey, ListQuery, PageLimit, Principal, ResourceType,
+    ResourceUri, ServerDraft, ServerName, ServerSelector, ServerSettings, UpstreamAuth,
+    VersionSelector,
 };
 use quarry_ports::ReadRequest;
 use rmcp::model::JsonObject;
@@ -87,6 +88,47 @@ pub(crate) type PurgeCall = (
     Option<ResourceUri>,
     Option<IdempotencyKey>,
 );
+
+/// `mcp_audit_export` arguments.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditExportArgs {
+    since: Option<String>,
+    until: Option<String>,
+    agent: Option<String>,
+    server: Option<String>,
+    decision: Option<String>,
+    #[serde(default)]
+    after: u64,
+    limit: Option<u64>,
+}
+
+/// A parsed `mcp_audit_export` call: the filter, where to start, how many.
+pub(crate) fn audit_export(args: Option<JsonObject>) -> Result<(AuditFilter, u64, usize), Error> {
+    let a: AuditExportArgs = decode("mcp_audit_export", args)?;
+    let time = |what: &str, t: Option<String>| t.map(|t| AuditFilter::time(what, &t)).transpose();
+    let limit = match a.limit {
+        None => 100,
+        Some(n @ 1..=1000) => usize::try_from(n).unwrap_or(1000),
+        Some(n) => {
+            return Err(Error::invalid(format!(
+                "limit must be between 1 and 1000, got {n}"
+            )));
+        }
+    };
+    let filter = AuditFilter {
+        since: time("since", a.since)?,
+        until: time("until", a.until)?,
+        agent: a.agent,
+        server: a.server,
+        decision: a
+            .decision
+            .as_deref()
+            .map(AuditFilter::decision)
+            .transpose()?,
+    };
+    Ok((filter, a.after, limit))
+}
 
 /// A parsed `add_mcp_server` call.
 pub(crate) fn add_server(

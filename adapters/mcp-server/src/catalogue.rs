@@ -19,8 +19,10 @@ pub const ADD_SERVER_TOOL: &str = "add_mcp_server";
 /// `remove_mcp_server`: unregister a server added at runtime.
 pub const REMOVE_SERVER_TOOL: &str = "remove_mcp_server";
 
+mod audit;
 mod auth;
 
+pub(crate) use audit::AUDIT_EXPORT_TOOL;
 pub(crate) use auth::{CONFIGURE_AUTH_TOOL, REFRESH_AUTH_TOOL, REMOVE_AUTH_TOOL, TEST_AUTH_TOOL};
 
 const DRAFT: &str = "https://json-schema.org/draft/2020-12/schema";
@@ -422,6 +424,7 @@ pub fn catalogue() -> Vec<Tool> {
         auth::test_auth_tool(),
         auth::remove_auth_tool(),
         auth::refresh_auth_tool(),
+        audit::audit_export_tool(),
     ]
 }
 

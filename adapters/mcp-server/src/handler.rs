@@ -22,8 +22,9 @@ use serde_json::{Value, json};
 use crate::{
     args,
     catalogue::{
-        ADD_SERVER_TOOL, CONFIGURE_AUTH_TOOL, LIST_TOOL, PURGE_TOOL, READ_TOOL, REFRESH_AUTH_TOOL,
-        REMOVE_AUTH_TOOL, REMOVE_SERVER_TOOL, TEST_AUTH_TOOL, VERSIONS_TOOL, catalogue,
+        ADD_SERVER_TOOL, AUDIT_EXPORT_TOOL, CONFIGURE_AUTH_TOOL, LIST_TOOL, PURGE_TOOL, READ_TOOL,
+        REFRESH_AUTH_TOOL, REMOVE_AUTH_TOOL, REMOVE_SERVER_TOOL, TEST_AUTH_TOOL, VERSIONS_TOOL,
+        catalogue,
     },
 };
 
@@ -102,6 +103,15 @@ impl GatewayServer {
         Ok(
             json!({"success": true, "purged_contents": report.contents, "purged_listings": report.listings}),
         )
+    }
+
+    async fn call_audit_export(
+        &self,
+        arguments: Option<rmcp::model::JsonObject>,
+    ) -> Result<Value, Error> {
+        let (filter, after, limit) = args::audit_export(arguments)?;
+        let page = self.gateway.export_audit(filter, after, limit).await?;
+        Ok(json!({"success": true, "records": page.records, "next_after": page.next_after}))
     }
 
     async fn call_add_server(
@@ -292,6 +302,10 @@ impl ServerHandler for GatewayServer {
                 .map_err(|e| (e, None)),
             REMOVE_SERVER_TOOL => self
                 .call_remove_server(request.arguments)
+                .await
+                .map_err(|e| (e, None)),
+            AUDIT_EXPORT_TOOL => self
+                .call_audit_export(request.arguments)
                 .await
                 .map_err(|e| (e, None)),
             CONFIGURE_AUTH_TOOL | TEST_AUTH_TOOL | REMOVE_AUTH_TOOL | REFRESH_AUTH_TOOL => self

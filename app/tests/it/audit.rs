@@ -287,3 +287,75 @@ async fn av_6_sigkill_during_a_burst_of_audited_reads_leaves_a_chain_that_verifi
         "{acknowledged} reads answered, {records} records"
     );
 }
+
+// traces: SR-005.5 — `mcp_audit_export`: an administrator pages through the trail with a
+// filter; an agent without may_configure_mcp is denied (and the denial is itself recorded);
+// a gateway that keeps no trail says so (E011).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_export_tool_pages_through_the_trail_for_an_administrator() {
+    let notes = http_fixture("notes", 3).await;
+    let wiki = http_fixture("wiki", 3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let alice = gateway(dir.path(), &config(&notes.url, &wiki.url, "alice", "")).await;
+    let (code, _) = call_error(
+        &alice,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://wiki/fixture_3A//item/1"}),
+    )
+    .await;
+    assert_eq!(code, "E004");
+    let (code, message) = call_error(&alice, "mcp_audit_export", json!({})).await;
+    assert_eq!(code, "E004", "{message}");
+    alice.cancel().await.unwrap();
+
+    let root = gateway(dir.path(), &config(&notes.url, &wiki.url, "root", "")).await;
+    let page = |after: u64| json!({"decision": "deny", "limit": 1, "after": after});
+    let first = call(&root, "mcp_audit_export", page(0)).await;
+    let records = first["records"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "{first}");
+    assert_eq!(records[0]["entry"]["action"], "read");
+    assert_eq!(records[0]["entry"]["agent"], "alice");
+    assert_eq!(records[0]["record_hash"].as_str().unwrap().len(), 64);
+    let next = first["next_after"].as_u64().unwrap();
+    let second = call(&root, "mcp_audit_export", page(next)).await;
+    assert_eq!(second["records"][0]["entry"]["action"], "audit_export");
+    assert_eq!(second["records"][0]["entry"]["decision"], "deny");
+    let third = call(
+        &root,
+        "mcp_audit_export",
+        page(second["next_after"].as_u64().unwrap()),
+    )
+    .await;
+    assert_eq!(third["records"], json!([]), "{third}");
+    assert_eq!(third["next_after"], Value::Null, "the end of the trail");
+    let (code, message) = call_error(
+        &root,
+        "mcp_audit_export",
+        json!({"since": "yesterday", "decision": "maybe"}),
+    )
+    .await;
+    assert_eq!(code, "E001", "{message}");
+    root.cancel().await.unwrap();
+    // Root's three exports are recorded as well (the call refused as invalid reached no
+    // use case).
+    let mine = export(dir.path(), &["--agent", "root"]);
+    let actions: Vec<Value> = mine
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["entry"]["action"].clone())
+        .collect();
+    assert_eq!(actions, vec![json!("audit_export"); 3], "{mine}");
+
+    let off = tempfile::tempdir().unwrap();
+    let client = gateway(
+        off.path(),
+        &format!(
+            "{}[logging]\naudit_enabled = false\n",
+            crate::support::http_server("notes", &notes.url)
+        ),
+    )
+    .await;
+    let (code, message) = call_error(&client, "mcp_audit_export", json!({})).await;
+    assert_eq!(code, "E011", "{message}");
+    assert!(message.contains("audit_enabled = false"), "{message}");
+    client.cancel().await.unwrap();
+}

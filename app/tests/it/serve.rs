@@ -258,7 +258,7 @@ async fn serve_starts_with_no_configuration_and_zero_upstreams() {
         .await
         .unwrap();
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 10);
+    assert_eq!(tools.len(), 11);
     let empty = call(&client, "list_mcp_resources", json!({})).await;
     assert_eq!(empty["total_count"], 0);
     assert_eq!(empty["servers"], json!([]));

@@ -140,6 +140,7 @@ async fn tr_7_stdout_carries_only_mcp_even_after_garbage_input() {
                     json!("mcp_auth_test"),
                     json!("mcp_auth_remove"),
                     json!("mcp_auth_refresh"),
+                    json!("mcp_audit_export"),
                 ]
             );
             seen_tools = true;

@@ -21,6 +21,7 @@ mod audited;
 mod auth;
 mod decisions;
 mod excerpt;
+mod export;
 mod flights;
 mod governed;
 mod idempotency;
@@ -41,6 +42,7 @@ mod vault;
 mod versions;
 
 pub use audited::{Accounts, Audited};
+pub use export::{MAX_EXPORT_PAGE, select_records};
 pub use governed::Governed;
 pub use metered::MeteredPolicy;
 pub use oauth::SignIn;

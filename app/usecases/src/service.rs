@@ -111,6 +111,9 @@ pub struct Ports {
     pub cipher: Arc<dyn CredentialCipher>,
     /// OAuth 2 toward upstreams (token renewal, sign-in).
     pub oauth: Arc<dyn quarry_ports::OAuthClient>,
+    /// The audit trail, when requests are audited: the audit decorator appends to it, exports
+    /// read it.
+    pub audit: Option<Arc<dyn quarry_ports::AuditLog>>,
 }
 
 /// Lists and reads resources across the registered upstream servers.
@@ -125,6 +128,7 @@ pub struct ResourceService {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) options: ServiceOptions,
     pub(crate) vault: Vault,
+    pub(crate) audit: Option<Arc<dyn quarry_ports::AuditLog>>,
     pub(crate) invalidator: Arc<Invalidator>,
     pub(crate) idempotency: Idempotency,
     pub(crate) registry_seen: Mutex<RegistrySeen>,
@@ -173,6 +177,7 @@ impl ResourceService {
             },
             clock: ports.clock,
             vault,
+            audit: ports.audit,
             options,
             invalidator,
             registry_seen: Mutex::new(RegistrySeen::default()),
@@ -323,5 +328,14 @@ impl ResourceGateway for ResourceService {
     ) -> Result<AuthResult, Error> {
         self.refresh_credential(server, requester, idempotency_key)
             .await
+    }
+
+    async fn export_audit(
+        &self,
+        filter: quarry_domain::AuditFilter,
+        after: u64,
+        limit: usize,
+    ) -> Result<quarry_ports::AuditPage, Error> {
+        self.export(&filter, after, limit).await
     }
 }

@@ -8,7 +8,9 @@ use quarry_domain::{
 use serde_json::{Value, json};
 
 use super::*;
-use crate::catalogue::{CONFIGURE_AUTH_TOOL, REFRESH_AUTH_TOOL, REMOVE_AUTH_TOOL, TEST_AUTH_TOOL};
+use crate::catalogue::{
+    AUDIT_EXPORT_TOOL, CONFIGURE_AUTH_TOOL, REFRESH_AUTH_TOOL, REMOVE_AUTH_TOOL, TEST_AUTH_TOOL,
+};
 
 fn validator(schema: &JsonObject) -> jsonschema::Validator {
     assert_eq!(schema.get("$schema"), Some(&json!(DRAFT)));
@@ -45,7 +47,8 @@ fn annotations_and_scopes_match_what_each_tool_does() {
             CONFIGURE_AUTH_TOOL,
             TEST_AUTH_TOOL,
             REMOVE_AUTH_TOOL,
-            REFRESH_AUTH_TOOL
+            REFRESH_AUTH_TOOL,
+            AUDIT_EXPORT_TOOL
         ]
     );
     for t in catalogue() {
@@ -60,6 +63,7 @@ fn annotations_and_scopes_match_what_each_tool_does() {
             TEST_AUTH_TOOL => (true, false, true, "servers:admin"),
             REMOVE_AUTH_TOOL => (false, true, false, "servers:admin"),
             REFRESH_AUTH_TOOL => (false, false, true, "servers:admin"),
+            AUDIT_EXPORT_TOOL => (true, false, false, "audit:admin"),
             other => panic!("unexpected tool {other}"),
         };
         assert_eq!(a.read_only_hint, Some(read_only), "{}", t.name);

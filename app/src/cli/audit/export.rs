@@ -5,8 +5,9 @@
 use std::io::Write;
 
 use clap::{Args, ValueEnum};
-use quarry_domain::{AuditRecord, Error, Timestamp};
+use quarry_domain::{AuditFilter, AuditRecord};
 use quarry_ports::AuditLog;
+use quarry_usecases::{MAX_EXPORT_PAGE, select_records};
 
 use crate::failure::Failure;
 
@@ -42,8 +43,6 @@ enum Format {
     Csv,
 }
 
-/// Records read per page.
-const PAGE: usize = 1_000;
 /// Progress on stderr every this many records read.
 const PROGRESS_EVERY: u64 = 100_000;
 
@@ -68,20 +67,6 @@ const COLUMNS: [&str; 19] = [
     "previous_hash",
     "record_hash",
 ];
-
-fn time(flag: &str, value: Option<&str>) -> Result<Option<Timestamp>, Error> {
-    value
-        .map(|v| {
-            chrono::DateTime::parse_from_rfc3339(v)
-                .map(|t| t.with_timezone(&chrono::Utc))
-                .map_err(|e| {
-                    Error::invalid(format!(
-                        "--{flag} must be an RFC 3339 time such as 2026-12-01T00:00:00Z: {e}"
-                    ))
-                })
-        })
-        .transpose()
-}
 
 /// A CSV cell: quoted when it holds a comma, quote or line break; text that a spreadsheet would
 /// evaluate (starting with `=`, `+`, `-`, `@`, tab or carriage return) gets a leading `'`.
@@ -127,18 +112,16 @@ fn csv_row(r: &AuditRecord) -> String {
 
 /// Streams the selected records of `log` to stdout.
 pub(super) async fn run(log: &dyn AuditLog, args: ExportArgs) -> Result<(), Failure> {
-    let since = time("since", args.since.as_deref())?;
-    let until = time("until", args.until.as_deref())?;
-    let selected = |r: &AuditRecord| {
-        let e = &r.entry;
-        since.is_none_or(|t| e.time >= t)
-            && until.is_none_or(|t| e.time < t)
-            && args.agent.as_ref().is_none_or(|a| *a == e.agent)
-            && args
-                .server
-                .as_ref()
-                .is_none_or(|s| e.server.as_ref() == Some(s))
-            && args.decision.as_ref().is_none_or(|d| *d == e.decision)
+    let time = |flag: &str, v: Option<&str>| {
+        v.map(|v| AuditFilter::time(&format!("--{flag}"), v))
+            .transpose()
+    };
+    let filter = AuditFilter {
+        since: time("since", args.since.as_deref())?,
+        until: time("until", args.until.as_deref())?,
+        agent: args.agent,
+        server: args.server,
+        decision: args.decision,
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if matches!(args.format, Format::Csv) {
@@ -146,14 +129,8 @@ pub(super) async fn run(log: &dyn AuditLog, args: ExportArgs) -> Result<(), Fail
     }
     let (mut after, mut written) = (0u64, 0u64);
     loop {
-        let page = log
-            .records(after, PAGE)
-            .await
-            .map_err(|e| Error::new(quarry_domain::ErrorCode::E012, e.to_string()))?;
-        let Some(last) = page.last() else { break };
-        let before = after;
-        after = last.seq;
-        for r in page.iter().filter(|r| selected(r)) {
+        let page = select_records(log, &filter, after, MAX_EXPORT_PAGE).await?;
+        for r in &page.records {
             match args.format {
                 Format::Jsonl => {
                     serde_json::to_writer(&mut out, r).map_err(std::io::Error::from)?;
@@ -163,9 +140,11 @@ pub(super) async fn run(log: &dyn AuditLog, args: ExportArgs) -> Result<(), Fail
             }
             written += 1;
         }
-        if after / PROGRESS_EVERY > before / PROGRESS_EVERY {
-            eprintln!("quarry: {after} records read, {written} exported");
+        let Some(next) = page.next_after else { break };
+        if next / PROGRESS_EVERY > after / PROGRESS_EVERY {
+            eprintln!("quarry: {next} records read, {written} exported");
         }
+        after = next;
     }
     out.flush()?;
     eprintln!("quarry: {written} records exported");

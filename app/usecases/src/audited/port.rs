@@ -3,11 +3,12 @@
 
 use async_trait::async_trait;
 use quarry_domain::{
-    AuthResult, Error, IdempotencyKey, ListQuery, ListResourcesResult, ReadResourceResult,
-    ResourceUri, ResourceVersion, ServerName, ServerSettings, ServerStatus, UpstreamAuth,
+    AuditFilter, AuthResult, Error, IdempotencyKey, ListQuery, ListResourcesResult,
+    ReadResourceResult, ResourceUri, ResourceVersion, ServerName, ServerSettings, ServerStatus,
+    UpstreamAuth,
 };
 use quarry_ports::{
-    GatewayTemplate, PurgeReport, ReadRequest, RemovedServer, Requester, ResourceGateway,
+    AuditPage, GatewayTemplate, PurgeReport, ReadRequest, RemovedServer, Requester, ResourceGateway,
 };
 use serde_json::json;
 
@@ -224,6 +225,27 @@ impl ResourceGateway for Audited {
             json!({"server": server.as_str()}),
             subject,
             self.inner.refresh_auth(server, requester, idempotency_key),
+            |_| Outcome::default(),
+        )
+        .await
+    }
+
+    async fn export_audit(
+        &self,
+        filter: AuditFilter,
+        after: u64,
+        limit: usize,
+    ) -> Result<AuditPage, Error> {
+        let input = json!({"filter": &filter, "after": after, "limit": limit});
+        let subject = Subject {
+            server: filter.server.clone(),
+            ..Subject::default()
+        };
+        self.recorded(
+            "audit_export",
+            input,
+            subject,
+            self.inner.export_audit(filter, after, limit),
             |_| Outcome::default(),
         )
         .await

@@ -118,6 +118,7 @@ pub(crate) fn ports(
         credentials: Arc::new(FakeCredentialStore::default()),
         cipher: Arc::new(FakeCipher::default()),
         oauth: Arc::new(FakeOAuth::default()),
+        audit: None,
     }
 }
 
