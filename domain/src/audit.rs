@@ -52,6 +52,23 @@ pub struct AuditEntry {
     pub latency_us: u64,
     /// Bytes of content returned.
     pub bytes_returned: Option<u64>,
+    /// The MCP request's JSON-RPC id. Fields from here on are left out when empty, so that
+    /// records written before they existed hash as they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_request_id: Option<String>,
+    /// The id the agent's host gave the operation, when it passed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_request_id: Option<String>,
+    /// Where the request came from, on a network transport.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_address: Option<String>,
+    /// Upstream calls retried while answering it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retry_count: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// An entry in the chain.
@@ -305,6 +322,10 @@ mod tests {
             error_code: None,
             latency_us: 10,
             bytes_returned: Some(5),
+            mcp_request_id: None,
+            host_request_id: None,
+            client_address: None,
+            retry_count: 0,
         }
     }
 
@@ -342,6 +363,30 @@ mod tests {
         assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text}");
         let back: AuditEntry = serde_json::from_str(&text).unwrap_or_else(|_| entry(0));
         assert_eq!(back, e);
+    }
+
+    // Records written before the request ids and the retry count existed read back and hash
+    // as they were written: the new fields are left out when empty.
+    #[test]
+    fn fields_added_later_leave_older_records_as_they_were() {
+        let e = entry(1);
+        let old = canonical_entry(&e);
+        assert!(
+            !old.contains("retry_count") && !old.contains("mcp_request_id"),
+            "{old}"
+        );
+        let back: AuditEntry = serde_json::from_str(&old).unwrap_or_else(|_| entry(0));
+        assert_eq!(canonical_entry(&back), old);
+        let newer = AuditEntry {
+            mcp_request_id: Some("7".into()),
+            retry_count: 2,
+            ..e
+        };
+        let text = canonical_entry(&newer);
+        assert!(
+            text.contains("\"mcp_request_id\":\"7\"") && text.contains("\"retry_count\":2"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -43,6 +43,18 @@ impl ReadRequest {
     }
 }
 
+/// What the transport knows of one request, for its audit record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestMeta {
+    /// The MCP request's JSON-RPC id.
+    pub mcp_request_id: Option<String>,
+    /// The id the agent's host gave its own operation, when it passes one
+    /// (`_meta["io.quarry/host_request_id"]`).
+    pub host_request_id: Option<String>,
+    /// Where the request came from, on a network transport.
+    pub client_address: Option<String>,
+}
+
 /// The resource gateway as its driving adapters (MCP server, CLI) see it.
 ///
 /// Errors carry the catalogue's codes: E001 for invalid input, E002 for a missing resource,
@@ -52,6 +64,13 @@ impl ReadRequest {
 /// internal.
 #[async_trait]
 pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
+    /// This gateway for one request that `meta` describes: a decorator that records requests
+    /// keeps `meta` for the request's record; the rest return themselves.
+    fn for_request(
+        self: std::sync::Arc<Self>,
+        meta: RequestMeta,
+    ) -> std::sync::Arc<dyn ResourceGateway>;
+
     /// Lists resources across servers: filtered, sorted by `modified_at` descending, paginated.
     ///
     /// # Errors

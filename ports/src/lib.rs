@@ -25,7 +25,8 @@ pub use audit::{AuditLog, AuditSigner, SignError};
 pub use cache::{CacheStats, CachedContent, ContentCache};
 pub use clock::Clock;
 pub use gateway::{
-    AuditPage, GatewayTemplate, PurgeReport, ReadRequest, RemovedServer, Requester, ResourceGateway,
+    AuditPage, GatewayTemplate, PurgeReport, ReadRequest, RemovedServer, RequestMeta, Requester,
+    ResourceGateway,
 };
 pub use hashing::ContentHasher;
 pub use key::ResourceKey;

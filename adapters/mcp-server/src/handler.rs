@@ -5,7 +5,7 @@ use std::sync::Arc;
 use quarry_domain::{
     Error, ErrorCode, ListQuery, PageLimit, Principal, Resource as DomainResource, ResourceUri,
 };
-use quarry_ports::{ReadRequest, Requester, ResourceGateway};
+use quarry_ports::{ReadRequest, RequestMeta, Requester, ResourceGateway};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
@@ -61,10 +61,38 @@ pub struct GatewayServer {
     options: ServerOptions,
 }
 
+/// The `_meta` key under which a host may pass the id of its own operation.
+pub(crate) const HOST_REQUEST_ID_KEY: &str = "io.quarry/host_request_id";
+
+/// What the transport knows of a request: its JSON-RPC id and, when the host passed one as a
+/// short string, the host's own id for it.
+fn request_meta(context: &RequestContext<RoleServer>) -> RequestMeta {
+    let host = context
+        .meta
+        .0
+        .get(HOST_REQUEST_ID_KEY)
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty() && id.len() <= 128)
+        .map(str::to_owned);
+    RequestMeta {
+        mcp_request_id: Some(context.id.to_string()),
+        host_request_id: host,
+        client_address: None,
+    }
+}
+
 impl GatewayServer {
     /// A server answering from `gateway`.
     pub fn new(gateway: Arc<dyn ResourceGateway>, options: ServerOptions) -> Self {
         Self { gateway, options }
+    }
+
+    /// This server for one request: the gateway told what the transport knows of it.
+    fn scoped(&self, context: &RequestContext<RoleServer>) -> Self {
+        Self {
+            gateway: self.gateway.clone().for_request(request_meta(context)),
+            options: self.options.clone(),
+        }
     }
 
     async fn call_list(&self, arguments: Option<rmcp::model::JsonObject>) -> Result<Value, Error> {
@@ -273,42 +301,38 @@ impl ServerHandler for GatewayServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let me = self.scoped(&context);
         let outcome = match request.name.as_ref() {
-            LIST_TOOL => self
-                .call_list(request.arguments)
-                .await
-                .map_err(|e| (e, None)),
+            LIST_TOOL => me.call_list(request.arguments).await.map_err(|e| (e, None)),
             READ_TOOL => {
                 let uri = args::requested_uri(request.arguments.as_ref());
-                self.call_read(request.arguments)
-                    .await
-                    .map_err(|e| (e, uri))
+                me.call_read(request.arguments).await.map_err(|e| (e, uri))
             }
             VERSIONS_TOOL => {
                 let uri = args::requested_uri(request.arguments.as_ref());
-                self.call_versions(request.arguments)
+                me.call_versions(request.arguments)
                     .await
                     .map_err(|e| (e, uri))
             }
-            PURGE_TOOL => self
+            PURGE_TOOL => me
                 .call_purge(request.arguments)
                 .await
                 .map_err(|e| (e, None)),
-            ADD_SERVER_TOOL => self
+            ADD_SERVER_TOOL => me
                 .call_add_server(request.arguments)
                 .await
                 .map_err(|e| (e, None)),
-            REMOVE_SERVER_TOOL => self
+            REMOVE_SERVER_TOOL => me
                 .call_remove_server(request.arguments)
                 .await
                 .map_err(|e| (e, None)),
-            AUDIT_EXPORT_TOOL => self
+            AUDIT_EXPORT_TOOL => me
                 .call_audit_export(request.arguments)
                 .await
                 .map_err(|e| (e, None)),
-            CONFIGURE_AUTH_TOOL | TEST_AUTH_TOOL | REMOVE_AUTH_TOOL | REFRESH_AUTH_TOOL => self
+            CONFIGURE_AUTH_TOOL | TEST_AUTH_TOOL | REMOVE_AUTH_TOOL | REFRESH_AUTH_TOOL => me
                 .call_auth(&request.name, request.arguments)
                 .await
                 .map_err(|e| (e, None)),
@@ -335,7 +359,7 @@ impl ServerHandler for GatewayServer {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let offset = match request.and_then(|r| r.cursor) {
             None => 0,
@@ -349,6 +373,7 @@ impl ServerHandler for GatewayServer {
             ..ListQuery::default()
         };
         let result = self
+            .scoped(&context)
             .gateway
             .list_resources(query)
             .await
@@ -364,9 +389,10 @@ impl ServerHandler for GatewayServer {
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let templates = self
+            .scoped(&context)
             .gateway
             .list_templates()
             .await
@@ -391,7 +417,7 @@ impl ServerHandler for GatewayServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = ResourceUri::parse(&request.uri).map_err(|e| protocol_error(&e))?;
         let read = ReadRequest {
@@ -399,6 +425,7 @@ impl ServerHandler for GatewayServer {
             ..ReadRequest::whole(uri)
         };
         let result = self
+            .scoped(&context)
             .gateway
             .read_resource(read)
             .await

@@ -23,6 +23,10 @@ fn entry(server: &str, code: Option<&str>) -> AuditEntry {
         error_code: code.map(str::to_owned),
         latency_us: 1_500,
         bytes_returned: code.is_none().then_some(1024),
+        mcp_request_id: None,
+        host_request_id: None,
+        client_address: None,
+        retry_count: 0,
     }
 }
 

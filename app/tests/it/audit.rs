@@ -310,7 +310,23 @@ async fn the_export_tool_pages_through_the_trail_for_an_administrator() {
 
     let root = gateway(dir.path(), &config(&notes.url, &wiki.url, "root", "")).await;
     let page = |after: u64| json!({"decision": "deny", "limit": 1, "after": after});
-    let first = call(&root, "mcp_audit_export", page(0)).await;
+    // The host tags this call with its own id, which the record keeps.
+    let Value::Object(args) = page(0) else {
+        unreachable!()
+    };
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.0
+        .0
+        .insert("io.quarry/host_request_id".into(), json!("host-op-1"));
+    let mut tagged =
+        rmcp::model::CallToolRequestParams::new("mcp_audit_export").with_arguments(args);
+    tagged.meta = Some(meta);
+    let first = root
+        .call_tool(tagged)
+        .await
+        .unwrap()
+        .structured_content
+        .unwrap();
     let records = first["records"].as_array().unwrap();
     assert_eq!(records.len(), 1, "{first}");
     assert_eq!(records[0]["entry"]["action"], "read");
@@ -344,6 +360,9 @@ async fn the_export_tool_pages_through_the_trail_for_an_administrator() {
         .map(|l| serde_json::from_str::<Value>(l).unwrap()["entry"]["action"].clone())
         .collect();
     assert_eq!(actions, vec![json!("audit_export"); 3], "{mine}");
+    let first_export: Value = serde_json::from_str(mine.lines().next().unwrap()).unwrap();
+    assert_eq!(first_export["entry"]["host_request_id"], "host-op-1");
+    assert!(first_export["entry"]["mcp_request_id"].is_string());
 
     let off = tempfile::tempdir().unwrap();
     let client = gateway(

@@ -16,7 +16,7 @@ use std::{
     future::Future,
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU32, AtomicU64, Ordering},
     },
 };
 
@@ -24,7 +24,7 @@ use quarry_domain::{
     AuditEntry, ByteRange, Error, ErrorCode, Principal, ReadResourceResult, ResourceUri,
     ServerName, canonical_json,
 };
-use quarry_ports::{AuditLog, Clock, ContentHasher, Metrics, ResourceGateway};
+use quarry_ports::{AuditLog, Clock, ContentHasher, Metrics, RequestMeta, ResourceGateway};
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -38,6 +38,32 @@ tokio::task_local! {
 /// happens when the request is not audited).
 pub(crate) fn explain_denial(why: String) {
     let _ = DENIAL.try_with(|d| *d.borrow_mut() = Some(why));
+}
+
+tokio::task_local! {
+    /// Upstream calls retried for the request being audited.
+    static RETRIES: Arc<AtomicU32>;
+}
+
+/// Counts one retry toward the request in progress (nothing happens outside one).
+pub(crate) fn note_retry() {
+    let _ = RETRIES.try_with(|r| r.fetch_add(1, Ordering::Relaxed));
+}
+
+/// The retry counter of the request in progress, for work it hands to a task of its own.
+pub(crate) fn retry_counter() -> Option<Arc<AtomicU32>> {
+    RETRIES.try_with(Arc::clone).ok()
+}
+
+/// Runs `work` with its retries counted in `counter` (as is, without one).
+pub(crate) async fn counting_retries<F: Future>(
+    counter: Option<Arc<AtomicU32>>,
+    work: F,
+) -> F::Output {
+    match counter {
+        Some(counter) => RETRIES.scope(counter, work).await,
+        None => work.await,
+    }
 }
 
 /// What a request concerned, for its record.
@@ -69,9 +95,9 @@ pub struct Accounts {
     pub clock: Arc<dyn Clock>,
 }
 
-/// The gateway as one agent uses it, every request accounted for.
+/// What every request through one agent's gateway shares.
 #[derive(Debug)]
-pub struct Audited {
+pub struct Shared {
     inner: Arc<dyn ResourceGateway>,
     accounts: Accounts,
     agent: Principal,
@@ -79,6 +105,22 @@ pub struct Audited {
     /// Correlation ids: this gateway's start, then a counter.
     run: String,
     next: AtomicU64,
+}
+
+/// The gateway as one agent uses it, every request accounted for.
+#[derive(Debug)]
+pub struct Audited {
+    shared: Arc<Shared>,
+    /// What the transport said of the request this handle serves (none: the gateway itself).
+    meta: RequestMeta,
+}
+
+impl std::ops::Deref for Audited {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
 }
 
 fn range_text(range: ByteRange) -> Option<String> {
@@ -117,12 +159,23 @@ impl Audited {
     ) -> Self {
         let run = format!("{:x}", accounts.clock.now().timestamp_micros());
         Self {
-            inner,
-            accounts,
-            agent,
-            transport: transport.to_owned(),
-            run,
-            next: AtomicU64::new(1),
+            shared: Arc::new(Shared {
+                inner,
+                accounts,
+                agent,
+                transport: transport.to_owned(),
+                run,
+                next: AtomicU64::new(1),
+            }),
+            meta: RequestMeta::default(),
+        }
+    }
+
+    /// This gateway for the request `meta` describes.
+    pub(crate) fn scoped(&self, meta: RequestMeta) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            meta,
         }
     }
 
@@ -157,11 +210,15 @@ impl Audited {
         }
         let span = tracing::info_span!("request", %correlation_id, agent = %self.agent, action);
         let started = clock.monotonic();
+        let retries = Arc::new(AtomicU32::new(0));
         let (result, reason) = DENIAL
-            .scope(std::cell::RefCell::new(None), async {
-                let result = work.instrument(span.clone()).await;
-                (result, DENIAL.with(|d| d.borrow_mut().take()))
-            })
+            .scope(
+                std::cell::RefCell::new(None),
+                counting_retries(Some(retries.clone()), async {
+                    let result = work.instrument(span.clone()).await;
+                    (result, DENIAL.with(|d| d.borrow_mut().take()))
+                }),
+            )
             .await;
         let latency = clock.monotonic().saturating_sub(started);
         span.in_scope(|| match &result {
@@ -181,6 +238,10 @@ impl Audited {
             reason,
             latency,
         });
+        let entry = AuditEntry {
+            retry_count: retries.load(Ordering::Relaxed),
+            ..entry
+        };
         if let Some(trail) = &self.accounts.trail
             && let Err(e) = trail.append(&entry).await
         {
@@ -236,6 +297,10 @@ impl Audited {
             error_code,
             latency_us: u64::try_from(a.latency.as_micros()).unwrap_or(u64::MAX),
             bytes_returned: seen.bytes_returned,
+            mcp_request_id: self.meta.mcp_request_id.clone(),
+            host_request_id: self.meta.host_request_id.clone(),
+            client_address: self.meta.client_address.clone(),
+            retry_count: 0,
         }
     }
 

@@ -58,7 +58,11 @@ where
                 (*id, flight.clone())
             } else {
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                let task = tokio::spawn(start());
+                // The call's retries count toward the request that started it.
+                let task = tokio::spawn(crate::audited::counting_retries(
+                    crate::audited::retry_counter(),
+                    start(),
+                ));
                 let flight: Flight<V> = async move { task.await.unwrap_or_else(|_| panicked()) }
                     .boxed()
                     .shared();

@@ -246,6 +246,10 @@ impl ResourceService {
 
 #[async_trait]
 impl ResourceGateway for ResourceService {
+    fn for_request(self: Arc<Self>, _meta: quarry_ports::RequestMeta) -> Arc<dyn ResourceGateway> {
+        self
+    }
+
     async fn list_resources(&self, query: ListQuery) -> Result<ListResourcesResult, Error> {
         self.list(query, None).await
     }

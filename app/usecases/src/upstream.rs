@@ -201,6 +201,7 @@ impl Upstream {
                 return Err(e);
             }
             retries += 1;
+            crate::audited::note_retry();
             let delay = if deaths > 0 {
                 Duration::ZERO
             } else {

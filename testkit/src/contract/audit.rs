@@ -29,6 +29,10 @@ pub fn entry(n: u64) -> AuditEntry {
         error_code: None,
         latency_us: n,
         bytes_returned: Some(100),
+        mcp_request_id: Some(n.to_string()),
+        host_request_id: n.is_multiple_of(2).then(|| format!("host-{n}")),
+        client_address: None,
+        retry_count: u32::try_from(n % 3).unwrap(),
     }
 }
 

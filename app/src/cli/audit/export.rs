@@ -46,7 +46,7 @@ enum Format {
 /// Progress on stderr every this many records read.
 const PROGRESS_EVERY: u64 = 100_000;
 
-const COLUMNS: [&str; 19] = [
+const COLUMNS: [&str; 23] = [
     "seq",
     "time",
     "correlation_id",
@@ -66,6 +66,10 @@ const COLUMNS: [&str; 19] = [
     "input_digest",
     "previous_hash",
     "record_hash",
+    "mcp_request_id",
+    "host_request_id",
+    "client_address",
+    "retry_count",
 ];
 
 /// A CSV cell: quoted when it holds a comma, quote or line break; text that a spreadsheet would
@@ -106,6 +110,10 @@ fn csv_row(r: &AuditRecord) -> String {
         e.input_digest.clone(),
         r.previous_hash.clone(),
         r.record_hash.clone(),
+        opt(&e.mcp_request_id),
+        opt(&e.host_request_id),
+        opt(&e.client_address),
+        e.retry_count.to_string(),
     ];
     fields.iter().map(|f| cell(f)).collect::<Vec<_>>().join(",")
 }

@@ -7,15 +7,21 @@ use quarry_domain::{
     ReadResourceResult, ResourceUri, ResourceVersion, ServerName, ServerSettings, ServerStatus,
     UpstreamAuth,
 };
+use quarry_ports::RequestMeta;
 use quarry_ports::{
     AuditPage, GatewayTemplate, PurgeReport, ReadRequest, RemovedServer, Requester, ResourceGateway,
 };
 use serde_json::json;
+use std::sync::Arc;
 
 use super::{Audited, Outcome, Subject, content_bytes, range_text, server_subject, uri_subject};
 
 #[async_trait]
 impl ResourceGateway for Audited {
+    fn for_request(self: Arc<Self>, meta: RequestMeta) -> Arc<dyn ResourceGateway> {
+        Arc::new(self.scoped(meta))
+    }
+
     async fn list_resources(&self, query: ListQuery) -> Result<ListResourcesResult, Error> {
         let input = json!({
             "server": query.server.as_ref().map(|s| s.as_str()),

@@ -14,6 +14,13 @@ use super::Governed;
 
 #[async_trait]
 impl ResourceGateway for Governed {
+    fn for_request(
+        self: std::sync::Arc<Self>,
+        _meta: quarry_ports::RequestMeta,
+    ) -> std::sync::Arc<dyn ResourceGateway> {
+        self
+    }
+
     async fn list_resources(&self, query: ListQuery) -> Result<ListResourcesResult, Error> {
         let mut result = self.service.list(query, Some(self)).await?;
         let mut shown = Vec::with_capacity(result.servers.len());

@@ -167,3 +167,36 @@ async fn au_4_a_credential_change_is_recorded_without_its_secret() {
     assert_eq!(entries[0].server.as_deref(), Some("docs"));
     assert_ne!(entries[0].input_digest, digest_of_secret);
 }
+
+// traces: SR-005.1 — a record carries the request's ids from the transport and how many times
+// its upstream call was retried (every connection refused: one try and three retries on the
+// server's schedule, on tokio's paused clock).
+#[tokio::test(start_paused = true)]
+async fn a_record_carries_the_request_ids_and_its_retries() {
+    let (service, attempts) =
+        super::supervision::refusing(settings("docs"), quarry_usecases::Supervision::default());
+    let log = Arc::new(FakeAuditLog::default());
+    let audited = Audited::new(
+        service,
+        Accounts {
+            trail: Some(log.clone()),
+            metrics: Arc::new(FakeMetrics::default()),
+            hasher: Arc::new(FakeHasher),
+            clock: Arc::new(ManualClock::new()),
+        },
+        Principal::new("alice"),
+        "stdio",
+    );
+    let gateway = Arc::new(audited).for_request(quarry_ports::RequestMeta {
+        mcp_request_id: Some("42".into()),
+        host_request_id: Some("host-7".into()),
+        client_address: None,
+    });
+    let failed = gateway.read_resource(read(A)).await.unwrap_err();
+    assert_eq!(failed.code(), ErrorCode::E003, "{failed}");
+    assert_eq!(attempts.load(Ordering::SeqCst), 4);
+    let entries = log.entries();
+    assert_eq!(entries[0].retry_count, 3, "{:?}", entries[0]);
+    assert_eq!(entries[0].mcp_request_id.as_deref(), Some("42"));
+    assert_eq!(entries[0].host_request_id.as_deref(), Some("host-7"));
+}

@@ -7,7 +7,7 @@ use quarry_ports::UpstreamSession;
 use super::*;
 
 /// A service over `docs` whose every connection attempt is refused, counting the attempts.
-fn refusing(
+pub(crate) fn refusing(
     docs: ServerSettings,
     supervision: Supervision,
 ) -> (Arc<ResourceService>, Arc<AtomicU32>) {
