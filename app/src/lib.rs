@@ -11,4 +11,5 @@ pub mod config;
 #[cfg(feature = "demo")]
 mod demo;
 pub mod failure;
+pub mod logsafe;
 mod render;

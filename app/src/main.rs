@@ -55,7 +55,7 @@ fn main() {
         },
     };
     let logs = tracing_subscriber::fmt()
-        .with_writer(writer)
+        .with_writer(quarry::logsafe::Escaped(writer))
         .with_ansi(false)
         .with_env_filter(filter);
     match format {

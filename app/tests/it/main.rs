@@ -7,6 +7,7 @@
 
 mod audit;
 mod auth;
+mod canary;
 mod cli;
 mod hostile;
 mod hostile_http;

@@ -16,10 +16,10 @@ use crate::{
 };
 
 /// A gateway serving stdio and the operator endpoints; its pid and where the endpoints are.
-struct Observed {
-    client: Client,
-    pid: u32,
-    addr: SocketAddr,
+pub(crate) struct Observed {
+    pub(crate) client: Client,
+    pub(crate) pid: u32,
+    pub(crate) addr: SocketAddr,
 }
 
 /// Waits for the line on stderr (kept in `dir/stderr.log`) that says where the endpoints are.
@@ -40,7 +40,7 @@ async fn endpoints(dir: &Path) -> SocketAddr {
 
 /// `quarry serve --stdio --metrics 127.0.0.1:0` in `dir`, run by `wrapper` (a program and
 /// arguments that end by running what follows them) when given.
-async fn observed(dir: &Path, config: &str, store: &Path, wrapper: &[&str]) -> Observed {
+pub(crate) async fn observed(dir: &Path, config: &str, store: &Path, wrapper: &[&str]) -> Observed {
     std::fs::write(dir.join("quarry.toml"), config).unwrap();
     let log = std::fs::File::create(dir.join("stderr.log")).unwrap();
     let mut cmd = match wrapper.split_first() {

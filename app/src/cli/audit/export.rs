@@ -141,8 +141,10 @@ pub(super) async fn run(log: &dyn AuditLog, args: ExportArgs) -> Result<(), Fail
         for r in &page.records {
             match args.format {
                 Format::Jsonl => {
-                    serde_json::to_writer(&mut out, r).map_err(std::io::Error::from)?;
-                    writeln!(out)?;
+                    // Bidi controls and zero-width marks as JSON escapes: the same record to a
+                    // parser, and no reordered text in a terminal.
+                    let line = serde_json::to_string(r).map_err(std::io::Error::from)?;
+                    writeln!(out, "{}", crate::logsafe::escape(&line))?;
                 }
                 Format::Csv => writeln!(out, "{}", csv_row(r))?,
             }
