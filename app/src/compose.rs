@@ -5,7 +5,7 @@
 use std::{future::Future, sync::Arc};
 
 use quarry_cache_lru::{InMemoryInvalidationBus, InMemoryListingCache, LruContentCache};
-use quarry_crypto_ring::{KeySource, RingCipher, RingHasher, RingSigner};
+use quarry_crypto_ring::{KeySource, RingCipher, RingHasher};
 use quarry_domain::{Error, ErrorCode};
 use quarry_mcp_client::{OAuthHttp, RmcpConnector};
 use quarry_mcp_server::ServerOptions;
@@ -13,18 +13,21 @@ use quarry_metrics::PrometheusMetrics;
 use quarry_operator_http::OperatorHttp;
 use quarry_ports::{AuditLog, Clock, ContentHasher, Metrics, Operations, ResourceGateway};
 use quarry_store_sqlite::{SqliteAudit, SqliteStore};
-use quarry_usecases::{
-    Accounts, AuditTrail, GatewayOperations, Ports, ResourceService, ServiceOptions,
-};
+use quarry_usecases::{Accounts, GatewayOperations, Ports, ResourceService, ServiceOptions};
 
 use crate::{
     clock::SystemClock,
     config::{Settings, VaultKey},
 };
 
+mod audit;
 mod policy;
+mod telemetry;
 
+pub(crate) use audit::keep_audit_retention;
+pub use audit::{audit_log, audit_trail};
 pub use policy::{lint_policy, policy_engine, policy_program, policy_worker};
+pub use telemetry::{TraceExport, trace_export};
 
 /// How long `quarry auth login` waits for the person to approve the sign-in.
 const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
@@ -60,75 +63,6 @@ async fn open_store(settings: &Settings) -> Result<SqliteStore, Error> {
     }
 }
 
-/// The audit trail, in the store's file, chained with SHA-256.
-///
-/// # Errors
-/// E012 when the store cannot be opened.
-pub async fn audit_log(settings: &Settings) -> Result<Arc<dyn AuditLog>, Error> {
-    Ok(Arc::new(SqliteAudit::new(
-        open_store(settings).await?,
-        hasher(),
-    )))
-}
-
-/// The audit trail with its checkpoint signer (the key file is created on first use only when
-/// `create`: a prune signs, a verification only checks).
-///
-/// # Errors
-/// E012 when the store cannot be opened.
-pub async fn audit_trail(settings: &Settings, create: bool) -> Result<AuditTrail, Error> {
-    let signer = match &settings.audit_key {
-        Some(path) => RingSigner::new(path.clone(), create, |path| {
-            eprintln!(
-                "quarry: created the audit signing key {} (mode 0600); retention's checkpoints are signed with it, so back it up",
-                path.display()
-            );
-        }),
-        None => RingSigner::ephemeral(),
-    };
-    Ok(AuditTrail::new(
-        audit_log(settings).await?,
-        Arc::new(signer),
-        hasher(),
-        Arc::new(SystemClock::new()),
-    ))
-}
-
-/// How often `quarry serve` applies the audit retention.
-const RETENTION_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// Applies `logging.audit_retention_days` now and every hour while serving (with the store in
-/// a file and the trail on); what it removes is logged.
-fn keep_audit_retention(settings: &Settings) {
-    if !settings.audit_enabled || settings.store_path.is_none() {
-        return;
-    }
-    let settings = settings.clone();
-    tokio::spawn(async move {
-        let keep = chrono::Duration::days(i64::from(settings.audit_retention_days));
-        let trail = match audit_trail(&settings, true).await {
-            Ok(trail) => trail,
-            Err(e) => {
-                tracing::error!("audit retention cannot run: {e}");
-                return;
-            }
-        };
-        loop {
-            match trail.prune(keep).await {
-                Ok(Some(p)) => tracing::info!(
-                    removed = p.removed,
-                    through = p.checkpoint.seq,
-                    days = settings.audit_retention_days,
-                    "audit retention removed old records behind a signed checkpoint"
-                ),
-                Ok(None) => {}
-                Err(e) => tracing::error!("audit retention failed: {e}"),
-            }
-            tokio::time::sleep(RETENTION_INTERVAL).await;
-        }
-    });
-}
-
 /// SHA-256.
 pub fn hasher() -> Arc<dyn ContentHasher> {
     Arc::new(RingHasher)
@@ -139,10 +73,13 @@ pub fn hasher() -> Arc<dyn ContentHasher> {
 /// # Errors
 /// As [`build`].
 pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
-    let connector = RmcpConnector::new(settings.max_resource_bytes).map_err(|e| {
+    let mut connector = RmcpConnector::new(settings.max_resource_bytes).map_err(|e| {
         tracing::error!("{e}");
         Error::internal()
     })?;
+    if settings.telemetry.is_some() {
+        connector = connector.with_trace(Arc::new(quarry_telemetry_otlp::W3cTraceContext));
+    }
     let store = Arc::new(open_store(settings).await?);
     let cipher = Arc::new(RingCipher::new(key_source(&settings.vault_key)?, |path| {
         // Said once, on stderr (stdout may be the MCP transport).

@@ -54,8 +54,8 @@ use zeroize::Zeroizing;
 
 pub use env::ENV_OVERRIDES;
 use env::apply_env;
-pub use file::LogFormat;
 use file::{File, ServerSection};
+pub use file::{LogFormat, Telemetry};
 pub use policy::PolicySettings;
 
 /// The file read when no `--config` or `QUARRY_CONFIG` names one and it exists.
@@ -113,6 +113,8 @@ pub struct Settings {
     pub policy: Option<PolicySettings>,
     /// Who a stdio session acts for (`[serve] agent`).
     pub agent: quarry_domain::Principal,
+    /// OpenTelemetry trace export (`[telemetry]`); none: off.
+    pub telemetry: Option<Telemetry>,
 }
 
 /// Where the vault's key-encryption key comes from, in order: `QUARRY_VAULT_KEY`, the key file
@@ -318,6 +320,7 @@ impl Settings {
                 ..p
             });
         let agent = policy::serve_agent(&file.serve).map_err(|e| at(e.message().to_owned()))?;
+        let telemetry = file.telemetry.settings().map_err(at)?;
         let log_file = file
             .logging
             .resolved_file(source.as_deref().and_then(Path::parent));
@@ -360,6 +363,7 @@ impl Settings {
             require_auth_for_protected: file.security.require_auth_for_protected,
             policy,
             agent,
+            telemetry,
         })
     }
 }

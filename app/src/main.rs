@@ -7,7 +7,9 @@ use quarry::{
     config::Settings,
     failure::Failure,
 };
-use tracing_subscriber::{EnvFilter, fmt::writer::BoxMakeWriter};
+use tracing_subscriber::{
+    EnvFilter, Layer, fmt::writer::BoxMakeWriter, layer::SubscriberExt, util::SubscriberInitExt,
+};
 
 fn main() {
     let cli = Cli::parse();
@@ -54,14 +56,29 @@ fn main() {
             }
         },
     };
-    let logs = tracing_subscriber::fmt()
+    // Spans exported over OTLP when `[telemetry]` asks (only `quarry serve` exports).
+    let export = match &settings {
+        Ok(s) if serving => match quarry::compose::trace_export(s) {
+            Ok(export) => export,
+            Err(e) => {
+                eprintln!("quarry: {e}");
+                std::process::exit(e.code().exit_code());
+            }
+        },
+        _ => None,
+    };
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(quarry::logsafe::Escaped(writer))
-        .with_ansi(false)
-        .with_env_filter(filter);
-    match format {
-        LogFormat::Json => logs.json().init(),
-        LogFormat::Pretty => logs.init(),
-    }
+        .with_ansi(false);
+    let logs = match format {
+        LogFormat::Json => logs.json().boxed(),
+        LogFormat::Pretty => logs.boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(export.as_ref().map(|e| e.layer()))
+        .with(logs)
+        .with(filter)
+        .init();
     let settings = match settings {
         Ok(s) => s,
         Err(e) => {
@@ -80,6 +97,9 @@ fn main() {
         }
     };
     let outcome: Result<(), Failure> = runtime.block_on(run(cli, settings));
+    if let Some(export) = &export {
+        export.shutdown();
+    }
     // Children are stopped by now; do not wait on stray blocking tasks (stdin readers).
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     if let Err(failure) = outcome {

@@ -17,6 +17,7 @@ mod oauth;
 mod operations;
 mod policy;
 mod registry;
+mod trace;
 mod upstream;
 mod vault;
 mod versions;
@@ -36,6 +37,7 @@ pub use oauth::{AccessTokens, Browser, Challenge, OAuthClient, OAuthFailure};
 pub use operations::{Operations, Readiness, ReadinessCheck};
 pub use policy::{PolicyEngine, PolicyUnavailable};
 pub use registry::{IdempotencyStore, Remembered, Reservation, ServerRegistry};
+pub use trace::TraceContext;
 pub use upstream::{
     Fetched, UpstreamConnector, UpstreamError, UpstreamListing, UpstreamObserver, UpstreamResource,
     UpstreamSession, UpstreamTemplate,

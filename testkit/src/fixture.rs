@@ -67,6 +67,17 @@ pub struct FixtureServer {
     lists: Arc<AtomicU64>,
     peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
     subscribers: Arc<Mutex<Vec<Subscription>>>,
+    /// Trace context received: `traceparent` headers (HTTP) and reads' `_meta.traceparent`.
+    traces: Arc<Mutex<Traces>>,
+}
+
+/// The trace context requests carried to the fixture.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Traces {
+    /// `traceparent` HTTP headers, in arrival order.
+    pub headers: Vec<String>,
+    /// `_meta.traceparent` of `resources/read` requests, in arrival order.
+    pub reads: Vec<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -90,6 +101,7 @@ impl FixtureServer {
             lists: Arc::new(AtomicU64::new(0)),
             peers: Arc::new(Mutex::new(Vec::new())),
             subscribers: Arc::new(Mutex::new(Vec::new())),
+            traces: Arc::default(),
         };
         if let Some(ms) = server.args.tick_ms {
             let ticking = server.clone();
@@ -103,6 +115,16 @@ impl FixtureServer {
             });
         }
         server
+    }
+
+    /// The trace context received so far.
+    pub fn traces(&self) -> Traces {
+        lock(&self.traces).clone()
+    }
+
+    /// Records a `traceparent` header.
+    pub(crate) fn saw_traceparent(&self, value: &str) {
+        lock(&self.traces).headers.push(value.to_owned());
     }
 
     /// `resources/read` requests received so far, by every session.
@@ -302,9 +324,12 @@ impl ServerHandler for FixtureServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.reads.fetch_add(1, Ordering::SeqCst);
+        if let Some(t) = context.meta.get("traceparent").and_then(|v| v.as_str()) {
+            lock(&self.traces).reads.push(t.to_owned());
+        }
         if let Some(path) = &self.args.announce_reads {
             use std::io::Write as _;
             let line = format!("{}\n", request.uri);

@@ -1,7 +1,7 @@
 //! Test support for Quarry: a configurable fixture MCP server (stdio and streamable HTTP), the
 //! locations of the real peer servers the test command installs, fakes of every driven port, the
 //! port contract suites every adapter and fake must pass, `/proc` readers, and a scraper for the
-//! operator endpoints with Prometheus' own parser.
+//! operator endpoints with Prometheus' own parser, and an OTLP trace collector.
 //!
 //! Architecture invariant: nothing here is used by the gateway's request path, and this crate
 //! depends on no adapter and not on the app. The `quarry` binary embeds the fixture server only
@@ -12,6 +12,7 @@ pub mod fakes;
 pub mod fixture;
 pub mod hostile;
 pub mod oauth;
+pub mod otlp;
 pub mod peers;
 pub mod procs;
 pub mod scrape;

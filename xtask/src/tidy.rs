@@ -40,6 +40,11 @@ const TECHNOLOGY: &[&str] = &[
     "ring",
     "rustls",
     "prometheus",
+    "opentelemetry",
+    "opentelemetry_sdk",
+    "opentelemetry-otlp",
+    "opentelemetry-proto",
+    "tracing-opentelemetry",
 ];
 
 /// Where each technology crate may be a dependency: manifest directories (relative to the
@@ -53,6 +58,12 @@ const PLACES: &[(&str, &[&str])] = &[
     ("redis", &["adapters/cache-redis"]),
     ("lru", &["adapters/cache-lru"]),
     ("prometheus", &["adapters/metrics"]),
+    ("opentelemetry", &["adapters/telemetry-otlp"]),
+    ("opentelemetry_sdk", &["adapters/telemetry-otlp"]),
+    ("opentelemetry-otlp", &["adapters/telemetry-otlp"]),
+    ("tracing-opentelemetry", &["adapters/telemetry-otlp"]),
+    // The test collector decodes what the exporter sends with the protocol's own types.
+    ("opentelemetry-proto", &["testkit"]),
     (
         "axum",
         &["adapters/mcp-server", "adapters/operator-http", "testkit"],

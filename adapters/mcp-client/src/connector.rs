@@ -5,7 +5,7 @@ use std::{collections::HashMap, process::Stdio, sync::Arc, time::Duration};
 use async_trait::async_trait;
 use quarry_domain::{Endpoint, ServerSpec, UpstreamAuth, sanitize_label};
 use quarry_ports::{
-    AccessTokens, UpstreamConnector, UpstreamError, UpstreamObserver, UpstreamSession,
+    AccessTokens, TraceContext, UpstreamConnector, UpstreamError, UpstreamObserver, UpstreamSession,
 };
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::{
@@ -43,6 +43,8 @@ const INHERITED_ENV: &[&str] = &[
 pub struct RmcpConnector {
     http: reqwest::Client,
     max_content_bytes: u64,
+    /// The current request's trace, carried to upstreams when traces are exported.
+    trace: Option<Arc<dyn TraceContext>>,
 }
 
 impl RmcpConnector {
@@ -60,7 +62,16 @@ impl RmcpConnector {
         Ok(Self {
             http,
             max_content_bytes,
+            trace: None,
         })
+    }
+
+    /// Requests to upstreams carry the current request's trace (`_meta.traceparent`, and the
+    /// `traceparent` header over HTTP), as `trace` tells it.
+    #[must_use]
+    pub fn with_trace(mut self, trace: Arc<dyn TraceContext>) -> Self {
+        self.trace = Some(trace);
+        self
     }
 
     /// The largest JSON-RPC message accepted: base64 grows content by 4/3, plus room for the
@@ -277,14 +288,16 @@ impl UpstreamConnector for RmcpConnector {
                         self.max_content_bytes,
                         skipped,
                     )
-                    .await,
+                    .await
+                    .traced(self.trace.clone()),
                 ))
             }
             Endpoint::Http { url } => {
                 let (service, skipped) = self.dial(spec, url, auth, tokens, handler).await?;
                 Ok(Arc::new(
                     RmcpSession::new(spec.clone(), service, None, self.max_content_bytes, skipped)
-                        .await,
+                        .await
+                        .traced(self.trace.clone()),
                 ))
             }
         }

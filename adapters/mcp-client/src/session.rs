@@ -11,13 +11,14 @@ use async_trait::async_trait;
 use base64::Engine as _;
 use quarry_domain::{Body, Content, ServerSpec, Timestamp, sanitize_label, sanitize_mime_type};
 use quarry_ports::{
-    Fetched, UpstreamError, UpstreamListing, UpstreamResource, UpstreamSession, UpstreamTemplate,
+    Fetched, TraceContext, UpstreamError, UpstreamListing, UpstreamResource, UpstreamSession,
+    UpstreamTemplate,
 };
 use rmcp::{
     ClientCacheConfig, RoleClient,
     model::{
         CacheScope, ClientRequest, PaginatedRequestParams, ReadResourceRequestParams,
-        ResourceContents, SubscribeRequestParams,
+        RequestMetaObject, ResourceContents, SubscribeRequestParams,
     },
     service::{Peer, RunningService, ServiceError},
 };
@@ -37,6 +38,8 @@ pub(crate) struct RmcpSession {
     child: Mutex<Option<Child>>,
     /// Listing entries the transport left out as malformed.
     skipped: Arc<SyncMutex<Skipped>>,
+    /// The current request's trace, put in each request's `_meta`.
+    trace: Option<Arc<dyn TraceContext>>,
 }
 
 impl std::fmt::Debug for RmcpSession {
@@ -74,7 +77,22 @@ impl RmcpSession {
             service: Mutex::new(Some(service)),
             child: Mutex::new(child),
             skipped,
+            trace: None,
         }
+    }
+
+    /// This session, its requests carrying the trace `trace` tells.
+    pub(crate) fn traced(mut self, trace: Option<Arc<dyn TraceContext>>) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// `_meta` with the current trace's `traceparent`, when there is one.
+    fn trace_meta(&self) -> Option<RequestMetaObject> {
+        let traceparent = self.trace.as_ref()?.traceparent()?;
+        let mut meta = RequestMetaObject::default();
+        meta.insert("traceparent".into(), traceparent.into());
+        Some(meta)
     }
 
     fn timeout_ms(&self) -> u64 {
@@ -109,9 +127,15 @@ impl RmcpSession {
         let mut seen = HashSet::new();
         let mut cursor: Option<String> = None;
         for _ in 0..self.spec.max_pages {
-            let params = cursor
-                .clone()
-                .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+            let meta = self.trace_meta();
+            let params = match (cursor.clone(), meta) {
+                (None, None) => None,
+                (cursor, meta) => {
+                    let mut params = PaginatedRequestParams::default().with_cursor(cursor);
+                    params.meta = meta;
+                    Some(params)
+                }
+            };
             let (page, next) = self.call(false, fetch(params)).await?;
             items.extend(page);
             match next {
@@ -220,7 +244,11 @@ impl UpstreamSession for RmcpSession {
         let result = self
             .call(
                 true,
-                self.peer.read_resource(ReadResourceRequestParams::new(uri)),
+                self.peer.read_resource({
+                    let mut params = ReadResourceRequestParams::new(uri);
+                    params.meta = self.trace_meta();
+                    params
+                }),
             )
             .await
             .map_err(|e| match e {

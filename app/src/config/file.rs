@@ -32,6 +32,45 @@ pub(super) struct File {
     pub(super) policy: Option<super::policy::PolicySection>,
     #[serde(default)]
     pub(super) serve: super::policy::ServeSection,
+    #[serde(default)]
+    pub(super) telemetry: TelemetrySection,
+}
+
+/// `[telemetry]`: OpenTelemetry trace export, off unless an endpoint is given.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TelemetrySection {
+    /// The collector's OTLP/HTTP traces URL (`http://127.0.0.1:4318/v1/traces`).
+    pub(super) otlp_endpoint: Option<String>,
+    /// The service name spans are exported under.
+    pub(super) service_name: Option<String>,
+}
+
+/// Where traces are exported, when they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Telemetry {
+    /// The collector's OTLP/HTTP traces URL.
+    pub otlp_endpoint: String,
+    /// The service name (default `quarry`).
+    pub service_name: String,
+}
+
+impl TelemetrySection {
+    /// The export these keys ask for; none without an endpoint.
+    pub(super) fn settings(&self) -> Result<Option<Telemetry>, String> {
+        let Some(endpoint) = self.otlp_endpoint.clone() else {
+            return Ok(None);
+        };
+        if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+            return Err(format!(
+                "telemetry.otlp_endpoint must be an http:// or https:// URL (the collector's OTLP/HTTP traces endpoint), got {endpoint:?}"
+            ));
+        }
+        Ok(Some(Telemetry {
+            otlp_endpoint: endpoint,
+            service_name: self.service_name.clone().unwrap_or_else(|| "quarry".into()),
+        }))
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -24,5 +24,6 @@ mod serve;
 mod supervision;
 mod support;
 mod tls;
+mod traces;
 mod vault;
 mod wire;

@@ -59,9 +59,9 @@ where
             } else {
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                 // The call's retries count toward the request that started it.
-                let task = tokio::spawn(crate::audited::counting_retries(
-                    crate::audited::retry_counter(),
-                    start(),
+                // And its log lines and trace belong to that request's span.
+                let task = tokio::spawn(tracing::Instrument::in_current_span(
+                    crate::audited::counting_retries(crate::audited::retry_counter(), start()),
                 ));
                 let flight: Flight<V> = async move { task.await.unwrap_or_else(|_| panicked()) }
                     .boxed()

@@ -69,6 +69,29 @@ async fn bounded_body(response: reqwest::Response, max: usize) -> Result<Vec<u8>
     Ok(body)
 }
 
+/// The W3C Trace Context header.
+const TRACEPARENT: &str = "traceparent";
+
+/// The `traceparent` a read or a listing carries in its `_meta` (the requests the session
+/// traces), if it is a well-formed one.
+fn traceparent(message: &ClientJsonRpcMessage) -> Option<HeaderValue> {
+    use rmcp::model::ClientRequest;
+    let ClientJsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    let meta = match &request.request {
+        ClientRequest::ReadResourceRequest(r) => r.params.meta.as_ref(),
+        ClientRequest::ListResourcesRequest(r) => r.params.as_ref().and_then(|p| p.meta.as_ref()),
+        _ => None,
+    }?;
+    let value = meta.get(TRACEPARENT)?.as_str()?;
+    let well_formed =
+        value.len() == 55 && value.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    well_formed
+        .then(|| HeaderValue::from_str(value).ok())
+        .flatten()
+}
+
 /// POSTs `message` and reads what comes back.
 pub(super) async fn post(
     client: &reqwest::Client,
@@ -99,6 +122,10 @@ pub(super) async fn post(
     let attached = session_id.is_some();
     if let Some(id) = &session_id {
         request = request.header(SESSION_ID, id.as_ref());
+    }
+    // The request's trace, from its `_meta`, for the upstream's HTTP layer too.
+    if let Some(traceparent) = traceparent(&message) {
+        request = request.header(TRACEPARENT, traceparent);
     }
     let response = request
         .json(&message)
