@@ -89,6 +89,10 @@ pub(crate) fn bench() -> Result<()> {
         "--bench",
         "decisions",
     ]);
+    let mut audit = cargo();
+    audit.args(["bench", "-p", "quarry-store-sqlite", "--bench", "audit"]);
+    audit.stdout(std::io::stderr());
+    run("bench: audit append", audit)?;
     let policy_out = policy.output().context("bench: policy")?;
     if !policy_out.status.success() {
         bail!(
@@ -131,6 +135,10 @@ pub(crate) fn bench() -> Result<()> {
         );
     }
     let invalidation = estimate(&root, "invalidation/resources_updated_to_evicted_http")?;
+    println!(
+        "\nOne audit record appended to the SQLite trail (`audit/append`, the store alone): {}\n",
+        human(estimate(&root, "audit/append")?)
+    );
     println!("\n### Invalidation (median)\n");
     println!(
         "| from `notifications/resources/updated` sent by the upstream (streamable HTTP, loopback) to the cached entry gone | {} |",

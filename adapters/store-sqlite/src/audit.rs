@@ -2,8 +2,9 @@
 //! written in one `IMMEDIATE` transaction, so every process appending to the file extends one
 //! chain and a process killed mid-append leaves it as it was.
 //!
-//! A handle remembers the head it last wrote, so an append is one batch (one round trip to the
-//! connection's thread) while no other writer moved it; otherwise it reads the head first.
+//! A handle remembers the head it last wrote, so an append is one prepared INSERT (one round
+//! trip to the connection's thread; a trigger moves the head) while no other writer moved it;
+//! otherwise it reads the head first.
 //! `writable` costs nothing while appends succeed; after one fails it writes to find out (a
 //! committed 64 KiB row, written and deleted, which reaches the write-ahead log, so a full disk
 //! shows), and keeps saying no until such a write succeeds. Retention (`audit/retention.rs`)
@@ -70,62 +71,45 @@ impl SqliteAudit {
         tx.commit().await.map_err(failed)
     }
 
-    /// Appends after the head this handle knows, in one batch: the head moves only if it is
-    /// still that one, and the record goes in only if the head moved. `None` when another
-    /// writer moved the head first (nothing was written).
+    /// Appends after the head this handle knows, in one prepared statement: the record goes in
+    /// only if the head is still that one, and the head follows it (trigger), atomically.
+    /// `None` when another writer moved the head first, or the statement could not run (the
+    /// caller then appends after reading the head, in a transaction of its own).
     async fn append_after(
         &self,
         entry: &AuditEntry,
         (last, last_hash): (u64, String),
-    ) -> Result<Option<AuditRecord>, StoreError> {
-        // Only digits and hex reach the SQL text: numbers, our own hashes (checked), and the
-        // entry as a blob literal.
-        if last_hash.len() != 64 || !last_hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Ok(None);
-        }
+    ) -> Option<AuditRecord> {
         let seq = last + 1;
         let record_hash = self
             .hasher
             .sha256(&chain_material(seq, entry, &last_hash))
             .hex();
-        let text: String = canonical_entry(entry)
-            .bytes()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let batch = format!(
-            "BEGIN IMMEDIATE;
-             UPDATE audit_head SET seq = {seq}, record_hash = '{record_hash}'
-                 WHERE id = 1 AND seq = {last} AND record_hash = '{last_hash}';
-             INSERT INTO audit_records (seq, entry, previous_hash, record_hash)
-                 SELECT {seq}, CAST(X'{text}' AS TEXT), '{last_hash}', '{record_hash}'
-                 WHERE changes() = 1;
-             SELECT changes();
-             COMMIT;"
-        );
-        let mut conn = self.store.pool.acquire().await.map_err(failed)?;
-        // Audited: see above; nothing but digits and hex digits is interpolated.
-        let inserted = sqlx::raw_sql(sqlx::AssertSqlSafe(batch))
-            .fetch_all(&mut *conn)
-            .await
-            .map(|rows| {
-                rows.first()
-                    .and_then(|r| r.try_get::<i64, _>(0).ok())
-                    .unwrap_or(0)
-            });
+        let inserted = sqlx::query(
+            "INSERT INTO audit_records (seq, entry, previous_hash, record_hash)
+             SELECT ?1, ?2, ?3, ?4
+             WHERE EXISTS (SELECT 1 FROM audit_head WHERE id = 1 AND seq = ?5 AND record_hash = ?3)",
+        )
+        .bind(i64::try_from(seq).ok()?)
+        .bind(canonical_entry(entry))
+        .bind(&last_hash)
+        .bind(&record_hash)
+        .bind(i64::try_from(last).ok()?)
+        .execute(&self.store.pool)
+        .await;
         match inserted {
-            Ok(1) => Ok(Some(AuditRecord {
+            Ok(done) if done.rows_affected() == 1 => Some(AuditRecord {
                 seq,
                 entry: entry.clone(),
                 previous_hash: last_hash,
                 record_hash,
-            })),
-            Ok(_) => Ok(None),
+            }),
+            Ok(_) => None,
             Err(e) => {
-                // The batch's own transaction, unknown to the pool: rolled back, and the
-                // connection closed in case even that failed.
-                let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
-                conn.close_on_drop();
-                Err(failed(e))
+                tracing::debug!(
+                    "audit append after the known head failed, retried after reading it: {e}"
+                );
+                None
             }
         }
     }
@@ -133,7 +117,7 @@ impl SqliteAudit {
     async fn chain(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
         let known = self.head.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let record = match known {
-            Some(head) => self.append_after(entry, head).await?,
+            Some(head) => self.append_after(entry, head).await,
             None => None,
         };
         let record = match record {
