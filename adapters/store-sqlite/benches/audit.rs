@@ -2,6 +2,8 @@
 //!
 //! `cargo bench -p quarry-store-sqlite --bench audit`
 
+#![allow(clippy::unwrap_used, missing_docs)]
+
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
