@@ -245,21 +245,25 @@ pub async fn service(settings: &Settings, ports: Ports) -> Result<Arc<ResourceSe
     Ok(service)
 }
 
+/// E001 unless `addr` is a loopback address: the operator endpoints need no credential.
+fn loopback_only(addr: std::net::SocketAddr) -> Result<(), Error> {
+    if addr.ip().is_loopback() {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "--metrics {addr}: the metrics and health endpoints need no credential, so they listen on a loopback address only (127.0.0.1:PORT or [::1]:PORT)"
+    )))
+}
+
 /// Serves `/metrics`, `/healthz` and `/readyz` on `addr` (said on stderr, with the port chosen
 /// when 0 was asked).
 ///
 /// # Errors
-/// E001 when `addr` is not a loopback address (the endpoints need no credential) or cannot be
-/// bound.
+/// E001 when `addr` cannot be bound.
 async fn operator_endpoints(
     addr: std::net::SocketAddr,
     operations: Arc<dyn Operations>,
 ) -> Result<OperatorHttp, Error> {
-    if !addr.ip().is_loopback() {
-        return Err(Error::invalid(format!(
-            "--metrics {addr}: the metrics and health endpoints need no credential, so they listen on a loopback address only (127.0.0.1:PORT or [::1]:PORT)"
-        )));
-    }
     let http = OperatorHttp::start(addr, operations)
         .await
         .map_err(|e| Error::invalid(format!("--metrics {addr}: cannot listen there: {e}")))?;
@@ -280,6 +284,7 @@ pub async fn serve_stdio(
     metrics_addr: Option<std::net::SocketAddr>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
+    metrics_addr.map(loopback_only).transpose()?;
     let service = build(settings).await?;
     // Credentials the configured key cannot open would fail every connection: refuse now.
     service.check_vault().await?;

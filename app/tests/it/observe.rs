@@ -332,3 +332,28 @@ async fn au_2_a_full_disk_refuses_requests_and_service_resumes() {
     assert_eq!(report["records"], 2, "{report}");
     gw.client.cancel().await.unwrap();
 }
+
+// The operator endpoints need no credential, so a non-loopback address is refused before the
+// gateway starts (E001, exit 11).
+#[test]
+fn metrics_refuse_a_non_loopback_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(QUARRY)
+        .args(["serve", "--metrics", "0.0.0.0:0"])
+        .current_dir(dir.path())
+        .env_remove("QUARRY_CONFIG")
+        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(11), "{stderr}");
+    assert!(
+        stderr.contains("E001") && stderr.contains("loopback address only"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("personal gateway"),
+        "refused before the gateway started: {stderr}"
+    );
+}
