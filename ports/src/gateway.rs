@@ -218,8 +218,10 @@ pub struct AuditPage {
 }
 
 /// A resource template as Quarry publishes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GatewayTemplate {
+    /// The server whose template it is.
+    pub server: ServerName,
     /// `mcp://{server}/...{expr}...`
     pub uri_template: String,
     /// Its name.

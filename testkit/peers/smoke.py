@@ -33,7 +33,7 @@ async def main(quarry: str, config: str) -> None:
         async with ClientSession(read, write) as session:
             await session.initialize()
             tools = sorted(t.name for t in (await session.list_tools()).tools)
-            expected = sorted(["list_mcp_resources", "read_mcp_resource", "list_mcp_resource_versions", "purge_mcp_cache", "add_mcp_server", "remove_mcp_server", "mcp_auth_configure", "mcp_auth_test", "mcp_auth_remove", "mcp_auth_refresh", "mcp_audit_export"])
+            expected = sorted(["list_mcp_resources", "read_mcp_resource", "list_mcp_resource_versions", "list_mcp_resource_templates", "purge_mcp_cache", "add_mcp_server", "remove_mcp_server", "mcp_auth_configure", "mcp_auth_test", "mcp_auth_remove", "mcp_auth_refresh", "mcp_audit_export"])
             assert tools == expected, tools
 
             listing = structured(await session.call_tool("list_mcp_resources", {"limit": 1000}))

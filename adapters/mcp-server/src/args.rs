@@ -35,6 +35,23 @@ struct VersionsArgs {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct TemplatesArgs {
+    server: Option<String>,
+}
+
+/// A parsed `list_mcp_resource_templates` call: the server to keep, if one is named.
+pub(crate) fn templates(args: Option<JsonObject>) -> Result<Option<ServerName>, Error> {
+    let a: TemplatesArgs = decode("list_mcp_resource_templates", args)?;
+    a.server
+        .as_deref()
+        .map(|s| {
+            ServerName::parse(s).map_err(|e| Error::invalid(format!("server: {}", e.message())))
+        })
+        .transpose()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct PurgeArgs {
     #[serde(default)]
     server: Option<String>,

@@ -21,9 +21,11 @@ pub const REMOVE_SERVER_TOOL: &str = "remove_mcp_server";
 
 mod audit;
 mod auth;
+mod templates;
 
 pub(crate) use audit::AUDIT_EXPORT_TOOL;
 pub(crate) use auth::{CONFIGURE_AUTH_TOOL, REFRESH_AUTH_TOOL, REMOVE_AUTH_TOOL, TEST_AUTH_TOOL};
+pub(crate) use templates::TEMPLATES_TOOL;
 
 const DRAFT: &str = "https://json-schema.org/draft/2020-12/schema";
 /// The `_meta` key under which each tool names the OAuth scope it requires.
@@ -417,6 +419,7 @@ pub fn catalogue() -> Vec<Tool> {
         list_tool(),
         read_tool(),
         versions_tool(),
+        templates::templates_tool(),
         purge_tool(),
         add_server_tool(),
         remove_server_tool(),

@@ -23,8 +23,8 @@ use crate::{
     args,
     catalogue::{
         ADD_SERVER_TOOL, AUDIT_EXPORT_TOOL, CONFIGURE_AUTH_TOOL, LIST_TOOL, PURGE_TOOL, READ_TOOL,
-        REFRESH_AUTH_TOOL, REMOVE_AUTH_TOOL, REMOVE_SERVER_TOOL, TEST_AUTH_TOOL, VERSIONS_TOOL,
-        catalogue,
+        REFRESH_AUTH_TOOL, REMOVE_AUTH_TOOL, REMOVE_SERVER_TOOL, TEMPLATES_TOOL, TEST_AUTH_TOOL,
+        VERSIONS_TOOL, catalogue,
     },
 };
 
@@ -60,6 +60,10 @@ pub struct GatewayServer {
     gateway: Arc<dyn ResourceGateway>,
     options: ServerOptions,
 }
+
+/// The `_meta` key of a native read's contents that says where they came from (server,
+/// upstream URI, `untrusted: true`).
+pub(crate) const ORIGIN_KEY: &str = "io.quarry/origin";
 
 /// The `_meta` key under which a host may pass the id of its own operation.
 pub(crate) const HOST_REQUEST_ID_KEY: &str = "io.quarry/host_request_id";
@@ -131,6 +135,21 @@ impl GatewayServer {
         Ok(
             json!({"success": true, "purged_contents": report.contents, "purged_listings": report.listings}),
         )
+    }
+
+    async fn call_templates(
+        &self,
+        arguments: Option<rmcp::model::JsonObject>,
+    ) -> Result<Value, Error> {
+        let server = args::templates(arguments)?;
+        let templates: Vec<_> = self
+            .gateway
+            .list_templates()
+            .await?
+            .into_iter()
+            .filter(|t| server.as_ref().is_none_or(|s| &t.server == s))
+            .collect();
+        Ok(json!({"success": true, "templates": templates}))
     }
 
     async fn call_audit_export(
@@ -328,6 +347,10 @@ impl ServerHandler for GatewayServer {
                 .call_remove_server(request.arguments)
                 .await
                 .map_err(|e| (e, None)),
+            TEMPLATES_TOOL => me
+                .call_templates(request.arguments)
+                .await
+                .map_err(|e| (e, None)),
             AUDIT_EXPORT_TOOL => me
                 .call_audit_export(request.arguments)
                 .await
@@ -430,18 +453,24 @@ impl ServerHandler for GatewayServer {
             .read_resource(read)
             .await
             .map_err(|e| protocol_error(&e))?;
+        // Where it came from, and that it is data from a third party, not instructions.
+        let mut meta = rmcp::model::MetaObject::default();
+        meta.insert(
+            ORIGIN_KEY.into(),
+            serde_json::to_value(&result.origin).unwrap_or(Value::Null),
+        );
         let contents = match (result.content, result.bytes_content) {
             (Some(text), _) => ResourceContents::TextResourceContents {
                 uri: request.uri,
                 mime_type: result.mime_type,
                 text,
-                meta: None,
+                meta: Some(meta),
             },
             (None, blob) => ResourceContents::BlobResourceContents {
                 uri: request.uri,
                 mime_type: result.mime_type,
                 blob: blob.unwrap_or_default(),
-                meta: None,
+                meta: Some(meta),
             },
         };
         Ok(ReadResourceResult::new(vec![contents]).into())

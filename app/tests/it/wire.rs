@@ -133,6 +133,7 @@ async fn tr_7_stdout_carries_only_mcp_even_after_garbage_input() {
                     json!("list_mcp_resources"),
                     json!("read_mcp_resource"),
                     json!("list_mcp_resource_versions"),
+                    json!("list_mcp_resource_templates"),
                     json!("purge_mcp_cache"),
                     json!("add_mcp_server"),
                     json!("remove_mcp_server"),

@@ -358,6 +358,7 @@ impl ResourceService {
             .zip(fetched)
             .flat_map(|(u, templates)| {
                 templates.into_iter().map(move |t| GatewayTemplate {
+                    server: u.name().clone(),
                     uri_template: template_to_gateway(u.name(), &t.uri_template),
                     name: t.name,
                     description: t.description,

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::catalogue::{
-    AUDIT_EXPORT_TOOL, CONFIGURE_AUTH_TOOL, REFRESH_AUTH_TOOL, REMOVE_AUTH_TOOL, TEST_AUTH_TOOL,
+    AUDIT_EXPORT_TOOL, CONFIGURE_AUTH_TOOL, REFRESH_AUTH_TOOL, REMOVE_AUTH_TOOL, TEMPLATES_TOOL,
+    TEST_AUTH_TOOL,
 };
 
 fn validator(schema: &JsonObject) -> jsonschema::Validator {
@@ -41,6 +42,7 @@ fn annotations_and_scopes_match_what_each_tool_does() {
             LIST_TOOL,
             READ_TOOL,
             VERSIONS_TOOL,
+            TEMPLATES_TOOL,
             PURGE_TOOL,
             ADD_SERVER_TOOL,
             REMOVE_SERVER_TOOL,
@@ -56,6 +58,7 @@ fn annotations_and_scopes_match_what_each_tool_does() {
         let (read_only, destructive, open_world, scope) = match t.name.as_ref() {
             LIST_TOOL | READ_TOOL => (true, false, true, "resources:read"),
             VERSIONS_TOOL => (true, false, false, "resources:read"),
+            TEMPLATES_TOOL => (true, false, true, "resources:read"),
             PURGE_TOOL => (false, true, false, "cache:admin"),
             ADD_SERVER_TOOL => (false, false, true, "servers:admin"),
             REMOVE_SERVER_TOOL => (false, true, false, "servers:admin"),

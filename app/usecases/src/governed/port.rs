@@ -42,13 +42,7 @@ impl ResourceGateway for Governed {
     async fn list_templates(&self) -> Result<Vec<GatewayTemplate>, Error> {
         let mut shown = Vec::new();
         for t in self.service.list_templates().await? {
-            let server = t
-                .uri_template
-                .strip_prefix("mcp://")
-                .and_then(|r| r.split('/').next());
-            if let Some(Ok(name)) = server.map(ServerName::parse)
-                && self.may_list(&name).await?
-            {
+            if self.may_list(&t.server).await? {
                 shown.push(t);
             }
         }
