@@ -63,7 +63,7 @@ fn csv_cells(row: &str) -> Vec<String> {
     cells
 }
 
-async fn db(dir: &Path) -> SqliteConnection {
+pub(crate) async fn db(dir: &Path) -> SqliteConnection {
     SqliteConnection::connect(&format!("sqlite://{}", dir.join("quarry.db").display()))
         .await
         .unwrap()

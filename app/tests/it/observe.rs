@@ -66,6 +66,16 @@ pub(crate) async fn observed(dir: &Path, config: &str, store: &Path, wrapper: &[
     Observed { client, pid, addr }
 }
 
+/// Alice's gateway, under the policy, over the fixtures `notes` and `wiki`, observed.
+async fn governed_alice(
+    notes: &quarry_testkit::fixture::HttpFixture,
+    wiki: &quarry_testkit::fixture::HttpFixture,
+    dir: &Path,
+) -> Observed {
+    let config = config(&notes.url, &wiki.url, "alice", "");
+    observed(dir, &config, &dir.join("quarry.db"), &[]).await
+}
+
 async fn metrics(addr: SocketAddr) -> Vec<scrape::Sample> {
     let (status, text) = scrape::get(addr, "/metrics").await;
     assert_eq!(status, 200, "{text}");
@@ -77,16 +87,12 @@ async fn metrics(addr: SocketAddr) -> Vec<scrape::Sample> {
 // counts the cache's hit and miss, times the policy's decisions, and shows the upstream's state.
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_are_scraped_and_parsed_by_prometheus() {
-    let notes = http_fixture("notes", 3).await;
-    let wiki = http_fixture("wiki", 3).await;
+    let (notes, wiki) = (
+        http_fixture("notes", 3).await,
+        http_fixture("wiki", 3).await,
+    );
     let dir = tempfile::tempdir().unwrap();
-    let gw = observed(
-        dir.path(),
-        &config(&notes.url, &wiki.url, "alice", ""),
-        &dir.path().join("quarry.db"),
-        &[],
-    )
-    .await;
+    let gw = governed_alice(&notes, &wiki, dir.path()).await;
     assert_eq!(scrape::get(gw.addr, "/healthz").await, (200, "ok\n".into()));
     call(&gw.client, "list_mcp_resources", json!({"server": "notes"})).await;
     let item = json!({"resource_uri": "mcp://notes/fixture_3A//item/1"});
@@ -176,16 +182,12 @@ fn policy_worker(pid: u32) -> Option<u32> {
 // restart is counted.
 #[tokio::test(flavor = "multi_thread")]
 async fn readyz_is_unready_while_the_policy_worker_is_down() {
-    let notes = http_fixture("notes", 3).await;
-    let wiki = http_fixture("wiki", 3).await;
+    let (notes, wiki) = (
+        http_fixture("notes", 3).await,
+        http_fixture("wiki", 3).await,
+    );
     let dir = tempfile::tempdir().unwrap();
-    let gw = observed(
-        dir.path(),
-        &config(&notes.url, &wiki.url, "alice", ""),
-        &dir.path().join("quarry.db"),
-        &[],
-    )
-    .await;
+    let gw = governed_alice(&notes, &wiki, dir.path()).await;
     let (status, body) = scrape::get(gw.addr, "/readyz").await;
     assert_eq!(status, 200, "{body}");
     let worker = policy_worker(gw.pid).expect("a policy worker");

@@ -7,9 +7,11 @@
 use std::{path::Path, process::Command};
 
 use serde_json::{Value, json};
-use sqlx::{Connection, SqliteConnection};
 
-use crate::support::{QUARRY, call, gateway, http_fixture, http_server};
+use crate::{
+    audit::db,
+    support::{QUARRY, call, gateway, http_fixture, http_server},
+};
 
 /// `quarry audit ARGS --json` on the gateway in `dir`: exit code, JSON out, stderr.
 fn audit(dir: &Path, args: &[&str]) -> (Option<i32>, Value, String) {
@@ -35,12 +37,6 @@ async fn reads(dir: &Path, config: &str, n: u32) {
         call(&client, "read_mcp_resource", json!({"resource_uri": uri})).await;
     }
     client.cancel().await.unwrap();
-}
-
-async fn db(dir: &Path) -> SqliteConnection {
-    SqliteConnection::connect(&format!("sqlite://{}", dir.join("quarry.db").display()))
-        .await
-        .unwrap()
 }
 
 // traces: SR-005.3 — retention with a signed checkpoint; what remains verifies.

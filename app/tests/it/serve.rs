@@ -301,33 +301,59 @@ async fn native_resource_methods_serve_the_aggregate() {
         .unwrap();
     let expanded = item.uri_template.replace("{n}", "77");
     let read = client
-        .read_resource(rmcp::model::ReadResourceRequestParams::new(expanded.clone()))
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            expanded.clone(),
+        ))
         .await
         .unwrap();
     match &read.contents[0] {
         rmcp::model::ResourceContents::TextResourceContents { text, meta, .. } => {
             assert_eq!(text, &fixture::item_text(77));
             // The content says where it came from and that it is untrusted data.
-            let origin = meta.as_ref().and_then(|m| m.get("io.quarry/origin")).cloned();
+            let origin = meta
+                .as_ref()
+                .and_then(|m| m.get("io.quarry/origin"))
+                .cloned();
             assert_eq!(
                 origin,
-                Some(json!({"server": "files", "upstream_uri": "fixture://item/77", "untrusted": true}))
+                Some(
+                    json!({"server": "files", "upstream_uri": "fixture://item/77", "untrusted": true})
+                )
             );
         }
         other => panic!("{other:?}"),
     }
     // The same templates through the tool, for hosts that only show tools; a URI filled in
     // from one reads like any other.
-    let listed = call(&client, "list_mcp_resource_templates", json!({"server": "files"})).await;
+    let listed = call(
+        &client,
+        "list_mcp_resource_templates",
+        json!({"server": "files"}),
+    )
+    .await;
     let through_tool: Vec<&str> = listed["templates"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| t["uri_template"].as_str().unwrap())
         .collect();
-    assert!(through_tool.contains(&"mcp://files/fixture_3A//item/{n}"), "{listed}");
-    assert!(listed["templates"].as_array().unwrap().iter().all(|t| t["server"] == "files"));
-    let tool_read = call(&client, "read_mcp_resource", json!({"resource_uri": expanded})).await;
+    assert!(
+        through_tool.contains(&"mcp://files/fixture_3A//item/{n}"),
+        "{listed}"
+    );
+    assert!(
+        listed["templates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["server"] == "files")
+    );
+    let tool_read = call(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": expanded}),
+    )
+    .await;
     assert_eq!(tool_read["content"], fixture::item_text(77));
     let blob = client
         .read_resource(rmcp::model::ReadResourceRequestParams::new(
