@@ -14,17 +14,7 @@ use crate::{
 
 /// `quarry audit verify --json` on the gateway in `dir`: (exit code, stdout, stderr).
 fn verify(dir: &Path) -> (Option<i32>, Value, String) {
-    let out = std::process::Command::new(QUARRY)
-        .args(["audit", "verify", "--json", "--config"])
-        .arg(dir.join("quarry.toml"))
-        .env("QUARRY_STORE_PATH", dir.join("quarry.db"))
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    crate::retention::audit(dir, &["verify"])
 }
 
 /// `quarry audit export ARGS` on the gateway in `dir`: its stdout.

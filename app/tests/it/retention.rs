@@ -14,7 +14,7 @@ use crate::{
 };
 
 /// `quarry audit ARGS --json` on the gateway in `dir`: exit code, JSON out, stderr.
-fn audit(dir: &Path, args: &[&str]) -> (Option<i32>, Value, String) {
+pub(crate) fn audit(dir: &Path, args: &[&str]) -> (Option<i32>, Value, String) {
     let out = Command::new(QUARRY)
         .arg("audit")
         .args(args)
