@@ -42,10 +42,10 @@ pub struct Cli {
 /// What to do.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve Quarry's MCP tools and resources to an agent over stdio.
+    /// Serve Quarry's MCP tools and resources to agents over stdio, or streamable HTTP (--http).
     ///
-    /// stdout carries only MCP messages; logs go to stderr. Upstreams connect on first use, so
-    /// a server that is down does not delay start-up.
+    /// On stdio, stdout carries only MCP messages; logs go to stderr. Upstreams connect on first
+    /// use, so a server that is down does not delay start-up.
     Serve(ServeArgs),
     /// List resources across the configured servers, newest first.
     List(ListArgs),
@@ -70,6 +70,10 @@ pub enum Command {
     Policy(policy::PolicyArgs),
     /// Work on the audit trail: verify that no record was edited, inserted, moved or deleted.
     Audit(audit::AuditArgs),
+    /// Work on the API keys agents use over HTTP: `quarry api-key hash` reads a key on stdin and
+    /// prints what `[http.api_keys]` takes (its SHA-256; the key itself is never stored).
+    #[command(name = "api-key")]
+    ApiKey(ApiKeyArgs),
     /// Run a policy worker (JSON lines on stdin and stdout); the gateway starts these itself.
     #[command(hide = true)]
     PolicyWorker,
@@ -86,13 +90,32 @@ pub enum Command {
 /// `quarry serve` options.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Speak MCP over stdin/stdout (the default, and for now the only transport).
-    #[arg(long, default_value_t = true)]
+    /// Speak MCP over stdin/stdout: the default without --http; with it, both at once.
+    #[arg(long)]
     pub stdio: bool,
+    /// Serve MCP over streamable HTTP at http://ADDR/mcp (a loopback address, e.g.
+    /// 127.0.0.1:8080), with /metrics, /healthz and /readyz beside it; default: http.listen.
+    #[arg(long, value_name = "ADDR", env = "QUARRY_HTTP")]
+    pub http: Option<std::net::SocketAddr>,
     /// Also serve Prometheus metrics (/metrics), liveness (/healthz) and readiness (/readyz) on
     /// this loopback address, e.g. 127.0.0.1:9464 (port 0 picks one and says which on stderr).
     #[arg(long, value_name = "ADDR", env = "QUARRY_METRICS")]
     pub metrics: Option<std::net::SocketAddr>,
+}
+
+/// `quarry api-key` options.
+#[derive(Debug, Args)]
+pub struct ApiKeyArgs {
+    #[command(subcommand)]
+    pub action: ApiKeyAction,
+}
+
+/// `quarry api-key hash`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ApiKeyAction {
+    /// Read a key (one line, at least 32 characters) on stdin; print `sha256:<hex>` for
+    /// `[http.api_keys] AGENT = "..."`. Make a key with, for example, `openssl rand -hex 32`.
+    Hash,
 }
 
 /// `--json`.
@@ -263,7 +286,13 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
                 shutdown_signal().await;
                 tracing::info!("shutting down: answering requests in flight");
             };
-            Ok(compose::serve_stdio(&settings, args.metrics, shutdown).await?)
+            let http = args.http.or(settings.http.listen);
+            let how = compose::Serving {
+                stdio: args.stdio || http.is_none(),
+                http,
+                metrics: args.metrics,
+            };
+            Ok(compose::serve(&settings, how, shutdown).await?)
         }
         Command::List(args) => with_service(&settings, |s| list(s, args)).await,
         Command::Read(args) => with_service(&settings, |s| read(s, args)).await,
@@ -285,6 +314,21 @@ pub async fn run(cli: Cli, settings: Settings) -> Result<(), Failure> {
         Command::Vault(args) => with_service(&settings, |s| auth::vault(s, args)).await,
         Command::Policy(args) => policy::run(&settings, args).await,
         Command::Audit(args) => audit::run(&settings, args).await,
+        Command::ApiKey(ApiKeyArgs {
+            action: ApiKeyAction::Hash,
+        }) => {
+            let mut key = String::new();
+            std::io::stdin().read_line(&mut key)?;
+            let key = key.trim();
+            if key.chars().count() < 32 {
+                return Err(quarry_domain::Error::invalid(
+                    "an API key must be at least 32 characters (`openssl rand -hex 32` makes one)",
+                )
+                .into());
+            }
+            println!("{}", compose::api_key_digest(key));
+            Ok(())
+        }
         Command::PolicyWorker => Ok(compose::policy_worker()?),
     }
 }

@@ -9,21 +9,22 @@ use quarry_crypto_ring::{KeySource, RingCipher, RingHasher};
 use quarry_domain::{Error, ErrorCode};
 use quarry_mcp_client::{OAuthHttp, RmcpConnector};
 use quarry_mcp_server::ServerOptions;
-use quarry_metrics::PrometheusMetrics;
 use quarry_operator_http::OperatorHttp;
-use quarry_ports::{AuditLog, Clock, ContentHasher, Metrics, Operations, ResourceGateway};
+use quarry_ports::{AuditLog, ContentHasher, Operations};
 use quarry_store_sqlite::{SqliteAudit, SqliteStore};
-use quarry_usecases::{Accounts, GatewayOperations, Ports, ResourceService, ServiceOptions};
+use quarry_usecases::{Ports, ResourceService, ServiceOptions};
 
 use crate::{
     clock::SystemClock,
     config::{Settings, VaultKey},
 };
 
+mod agents;
 mod audit;
 mod policy;
 mod telemetry;
 
+pub use agents::{Agents, agents};
 pub(crate) use audit::keep_audit_retention;
 pub use audit::{audit_log, audit_trail};
 pub use policy::{lint_policy, policy_engine, policy_program, policy_worker};
@@ -61,6 +62,11 @@ async fn open_store(settings: &Settings) -> Result<SqliteStore, Error> {
                 Error::internal()
             }),
     }
+}
+
+/// The line `http.api_keys` takes for `key`: its SHA-256, never the key.
+pub fn api_key_digest(key: &str) -> String {
+    format!("sha256:{}", hasher().sha256(key.trim().as_bytes()).hex())
 }
 
 /// SHA-256.
@@ -105,69 +111,6 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
         cipher,
         oauth: Arc::new(OAuthHttp::new(LOGIN_TIMEOUT)),
         audit,
-    })
-}
-
-/// What an agent of this process uses, and what the operator's endpoints see of it.
-#[derive(Debug)]
-pub struct Agent {
-    /// The gateway, governed and audited as configured.
-    pub gateway: Arc<dyn ResourceGateway>,
-    /// Its metrics and readiness.
-    pub operations: Arc<dyn Operations>,
-}
-
-/// The gateway an agent of this process uses: governed by the configured policy (or, with
-/// none, the whole gateway), audited unless `logging.audit_enabled` is false (said on stderr),
-/// its requests counted and timed in Prometheus metrics either way.
-///
-/// # Errors
-/// As [`policy_engine`] and [`audit_log`].
-pub async fn agent(
-    settings: &Settings,
-    service: &Arc<ResourceService>,
-    transport: &str,
-) -> Result<Agent, Error> {
-    let metrics: Arc<dyn Metrics> = Arc::new(PrometheusMetrics::new().map_err(|e| {
-        tracing::error!("{e}");
-        Error::internal()
-    })?);
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-    let (governed, engine) =
-        policy::governed_gateway(settings, service, transport, &metrics, clock.clone()).await?;
-    let trail = if settings.audit_enabled {
-        // The service's own trail (exports read it), or one of its own for a service built
-        // over other ports.
-        match service.audit_log() {
-            Some(log) => Some(log),
-            None => Some(audit_log(settings).await?),
-        }
-    } else {
-        eprintln!(
-            "quarry: logging.audit_enabled is false: the {transport} agent's requests are not audited"
-        );
-        None
-    };
-    let gateway = Arc::new(quarry_usecases::Audited::new(
-        governed,
-        Accounts {
-            trail: trail.clone(),
-            metrics: metrics.clone(),
-            hasher: hasher(),
-            clock,
-        },
-        settings.agent.clone(),
-        transport,
-    ));
-    let operations = Arc::new(GatewayOperations::new(
-        service.clone(),
-        metrics,
-        engine,
-        trail,
-    ));
-    Ok(Agent {
-        gateway,
-        operations,
     })
 }
 
@@ -274,17 +217,42 @@ async fn operator_endpoints(
     Ok(http)
 }
 
-/// Serves the gateway to an agent over stdio until input ends or `shutdown` resolves: upstreams
-/// are supervised from the start, requests in flight are answered before the upstreams stop.
+/// How `quarry serve` serves.
+#[derive(Debug, Clone, Copy)]
+pub struct Serving {
+    /// MCP over stdin and stdout.
+    pub stdio: bool,
+    /// MCP over streamable HTTP on this address (and the operator's endpoints beside it).
+    pub http: Option<std::net::SocketAddr>,
+    /// The operator's endpoints on a loopback address of their own.
+    pub metrics: Option<std::net::SocketAddr>,
+}
+
+/// E001 unless `addr` may serve HTTP: plain HTTP is served on loopback only (a TLS-terminating
+/// proxy in front serves other addresses).
+fn http_loopback_only(addr: std::net::SocketAddr) -> Result<(), Error> {
+    if addr.ip().is_loopback() {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "--http {addr}: Quarry serves plain HTTP on a loopback address only; listen on 127.0.0.1 and put a TLS-terminating proxy in front, with http.allowed_hosts naming the public host and http.api_keys naming the agents"
+    )))
+}
+
+/// Serves the gateway as `how` says until stdio's input ends (when serving stdio) or
+/// `shutdown` resolves: upstreams are supervised from the start, requests in flight are
+/// answered before the upstreams stop.
 ///
 /// # Errors
-/// What [`build`] returns; E012 when the transport fails.
-pub async fn serve_stdio(
+/// What [`build`] returns; E001 for an address that may not be served; E012 when a transport
+/// fails.
+pub async fn serve(
     settings: &Settings,
-    metrics_addr: Option<std::net::SocketAddr>,
+    how: Serving,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    metrics_addr.map(loopback_only).transpose()?;
+    how.metrics.map(loopback_only).transpose()?;
+    how.http.map(http_loopback_only).transpose()?;
     let service = build(settings).await?;
     // Credentials the configured key cannot open would fail every connection: refuse now.
     service.check_vault().await?;
@@ -296,18 +264,33 @@ pub async fn serve_stdio(
     tracing::info!(
         servers = settings.servers.len(),
         config = %settings.source.as_ref().map_or("(defaults)".into(), |p| p.display().to_string()),
-        "serving MCP on stdio"
+        stdio = how.stdio,
+        http = ?how.http,
+        "serving MCP"
     );
-    let agent = agent(settings, &service, "stdio").await?;
-    let operator = match metrics_addr {
-        Some(addr) => Some(operator_endpoints(addr, agent.operations.clone()).await?),
+    let agents = agents(settings, &service).await?;
+    let operator = match how.metrics {
+        Some(addr) => Some(operator_endpoints(addr, agents.operations()).await?),
         None => None,
     };
     let options = ServerOptions {
         inline_limit: settings.inline_limit_bytes,
         principal: settings.agent.clone(),
     };
-    let result = quarry_mcp_server::serve_stdio(agent.gateway, options, shutdown).await;
+    let http = match how.http {
+        Some(addr) => Some(serve_http(settings, &agents, options.clone(), addr).await?),
+        None => None,
+    };
+    let result = if how.stdio {
+        let gateway = agents.gateway(&settings.agent, "stdio");
+        quarry_mcp_server::serve_stdio(gateway, options, shutdown).await
+    } else {
+        shutdown.await;
+        Ok(())
+    };
+    if let Some(http) = http {
+        http.stop().await;
+    }
     if let Some(operator) = operator {
         operator.stop().await;
     }
@@ -316,4 +299,42 @@ pub async fn serve_stdio(
         tracing::error!("{e}");
         Error::internal()
     })
+}
+
+/// The HTTP transport on `addr`, the operator's endpoints beside `/mcp` (said on stderr).
+async fn serve_http(
+    settings: &Settings,
+    agents: &Arc<Agents>,
+    options: ServerOptions,
+    addr: std::net::SocketAddr,
+) -> Result<quarry_mcp_server::HttpServer, Error> {
+    let http = &settings.http;
+    let transport = quarry_mcp_server::HttpOptions {
+        addr,
+        allowed_hosts: http.allowed_hosts.clone(),
+        allowed_origins: http.allowed_origins.clone(),
+        max_sessions: http.max_sessions,
+        session_idle: http.session_idle,
+        max_body_bytes: http.max_body_bytes,
+        api_keys: http.api_keys.iter().cloned().collect(),
+    };
+    let server = quarry_mcp_server::serve_http(
+        Arc::new(agents::OverHttp(agents.clone())),
+        hasher(),
+        options,
+        transport,
+        quarry_operator_http::router(agents.operations()),
+    )
+    .await
+    .map_err(|e| Error::invalid(format!("--http {addr}: {e}")))?;
+    eprintln!(
+        "quarry: serving MCP on http://{}/mcp ({}; /metrics, /healthz, /readyz beside it)",
+        server.addr,
+        if http.api_keys.is_empty() {
+            format!("every request acts for '{}'", settings.agent)
+        } else {
+            format!("{} API key(s) name the agents", http.api_keys.len())
+        }
+    );
+    Ok(server)
 }

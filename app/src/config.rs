@@ -41,6 +41,7 @@
 
 mod env;
 mod file;
+mod http;
 mod policy;
 
 use std::{
@@ -48,14 +49,15 @@ use std::{
     time::Duration,
 };
 
-use quarry_domain::{Classifier, Error, Retention, ServerDraft, ServerSettings, seconds};
+use quarry_domain::{Classifier, Error, Retention, ServerSettings, seconds};
 use quarry_usecases::Supervision;
 use zeroize::Zeroizing;
 
 pub use env::ENV_OVERRIDES;
 use env::apply_env;
-use file::{File, ServerSection};
+use file::{File, server_settings};
 pub use file::{LogFormat, Telemetry};
+pub use http::HttpSettings;
 pub use policy::PolicySettings;
 
 /// The file read when no `--config` or `QUARRY_CONFIG` names one and it exists.
@@ -115,6 +117,8 @@ pub struct Settings {
     pub agent: quarry_domain::Principal,
     /// OpenTelemetry trace export (`[telemetry]`); none: off.
     pub telemetry: Option<Telemetry>,
+    /// Serving over streamable HTTP (`[http]`).
+    pub http: HttpSettings,
 }
 
 /// Where the vault's key-encryption key comes from, in order: `QUARRY_VAULT_KEY`, the key file
@@ -321,6 +325,10 @@ impl Settings {
             });
         let agent = policy::serve_agent(&file.serve).map_err(|e| at(e.message().to_owned()))?;
         let telemetry = file.telemetry.settings().map_err(at)?;
+        let http = file
+            .http
+            .settings()
+            .map_err(|e| at(e.message().to_owned()))?;
         let log_file = file
             .logging
             .resolved_file(source.as_deref().and_then(Path::parent));
@@ -364,34 +372,9 @@ impl Settings {
             policy,
             agent,
             telemetry,
+            http,
         })
     }
-}
-
-fn server_settings(name: &str, s: ServerSection) -> Result<ServerSettings, Error> {
-    ServerDraft {
-        name: name.to_owned(),
-        id: s.id,
-        endpoint: s.endpoint,
-        command: s.command,
-        args: s.args,
-        env: s.env,
-        cwd: s.cwd,
-        timeout_secs: s.timeout,
-        max_pages: s.max_pages,
-        retry_attempts: s.retry_attempts,
-        retry_delay_secs: s.retry_delay,
-        pool_size: s.pool_size,
-        protected: s.protected,
-        protected_uris: s.protected_uris,
-        tls_ca_file: s.tls_ca_file,
-        tls_min_version: s.tls_min_version,
-        oauth_allow_private_network: s.oauth_allow_private_network,
-    }
-    .into_settings(&|field: &str| match field {
-        "name" => format!("servers.{name}"),
-        other => format!("servers.{name}.{other}"),
-    })
 }
 
 #[cfg(test)]

@@ -208,6 +208,14 @@ pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
     ) -> Result<AuditPage, Error>;
 }
 
+/// The gateway each agent uses (for that agent: governed, audited), for a transport that
+/// serves many agents.
+#[async_trait]
+pub trait AgentGateways: Send + Sync + std::fmt::Debug {
+    /// The gateway `agent` uses over `transport`.
+    async fn for_agent(&self, agent: &Principal) -> std::sync::Arc<dyn ResourceGateway>;
+}
+
 /// A page of an audit export.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AuditPage {

@@ -26,8 +26,8 @@ pub use audit::{AuditLog, AuditSigner, SignError};
 pub use cache::{CacheStats, CachedContent, ContentCache};
 pub use clock::Clock;
 pub use gateway::{
-    AuditPage, GatewayTemplate, PurgeReport, ReadRequest, RemovedServer, RequestMeta, Requester,
-    ResourceGateway,
+    AgentGateways, AuditPage, GatewayTemplate, PurgeReport, ReadRequest, RemovedServer,
+    RequestMeta, Requester, ResourceGateway,
 };
 pub use hashing::ContentHasher;
 pub use key::ResourceKey;

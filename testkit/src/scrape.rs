@@ -91,3 +91,29 @@ pub fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<
         })
         .map(|s| s.value)
 }
+
+/// Sends `request` (a whole HTTP/1.1 request, `Connection: close` among its headers) to `addr`:
+/// the status, the header block and the body as received.
+///
+/// # Panics
+/// When the connection fails or the answer is not HTTP.
+pub async fn send(addr: SocketAddr, request: &str) -> (u16, String, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut answer),
+    )
+    .await;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}

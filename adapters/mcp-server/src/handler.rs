@@ -5,7 +5,7 @@ use std::sync::Arc;
 use quarry_domain::{
     Error, ErrorCode, ListQuery, PageLimit, Principal, Resource as DomainResource, ResourceUri,
 };
-use quarry_ports::{ReadRequest, RequestMeta, Requester, ResourceGateway};
+use quarry_ports::{AgentGateways, ReadRequest, RequestMeta, Requester, ResourceGateway};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
@@ -58,7 +58,17 @@ impl Default for ServerOptions {
 #[derive(Debug, Clone)]
 pub struct GatewayServer {
     gateway: Arc<dyn ResourceGateway>,
+    /// Over HTTP, each caller's own gateway (the transport says who calls).
+    agents: Option<Arc<dyn AgentGateways>>,
     options: ServerOptions,
+}
+
+/// Who an HTTP request is from, as the transport's authentication found: put in the request's
+/// extensions, read back from rmcp's request context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Caller {
+    pub(crate) principal: Principal,
+    pub(crate) address: Option<std::net::SocketAddr>,
 }
 
 /// The `_meta` key of a native read's contents that says where they came from (server,
@@ -88,14 +98,48 @@ fn request_meta(context: &RequestContext<RoleServer>) -> RequestMeta {
 impl GatewayServer {
     /// A server answering from `gateway`.
     pub fn new(gateway: Arc<dyn ResourceGateway>, options: ServerOptions) -> Self {
-        Self { gateway, options }
+        Self {
+            gateway,
+            agents: None,
+            options,
+        }
     }
 
-    /// This server for one request: the gateway told what the transport knows of it.
-    fn scoped(&self, context: &RequestContext<RoleServer>) -> Self {
+    /// A server answering each caller from its own gateway among `agents` (`gateway` for a
+    /// request no caller is known for).
+    pub(crate) fn for_agents(
+        gateway: Arc<dyn ResourceGateway>,
+        agents: Arc<dyn AgentGateways>,
+        options: ServerOptions,
+    ) -> Self {
         Self {
-            gateway: self.gateway.clone().for_request(request_meta(context)),
-            options: self.options.clone(),
+            gateway,
+            agents: Some(agents),
+            options,
+        }
+    }
+
+    /// This server for one request: the caller's gateway, told what the transport knows of it.
+    async fn scoped(&self, context: &RequestContext<RoleServer>) -> Self {
+        let caller = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .cloned();
+        let mut meta = request_meta(context);
+        let mut options = self.options.clone();
+        let gateway = match (&self.agents, caller) {
+            (Some(agents), Some(caller)) => {
+                meta.client_address = caller.address.map(|a| a.to_string());
+                options.principal = caller.principal.clone();
+                agents.for_agent(&caller.principal).await
+            }
+            _ => self.gateway.clone(),
+        };
+        Self {
+            gateway: gateway.for_request(meta),
+            agents: None,
+            options,
         }
     }
 
@@ -322,7 +366,7 @@ impl ServerHandler for GatewayServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let me = self.scoped(&context);
+        let me = self.scoped(&context).await;
         let outcome = match request.name.as_ref() {
             LIST_TOOL => me.call_list(request.arguments).await.map_err(|e| (e, None)),
             READ_TOOL => {
@@ -397,6 +441,7 @@ impl ServerHandler for GatewayServer {
         };
         let result = self
             .scoped(&context)
+            .await
             .gateway
             .list_resources(query)
             .await
@@ -416,6 +461,7 @@ impl ServerHandler for GatewayServer {
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let templates = self
             .scoped(&context)
+            .await
             .gateway
             .list_templates()
             .await
@@ -443,12 +489,12 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = ResourceUri::parse(&request.uri).map_err(|e| protocol_error(&e))?;
+        let me = self.scoped(&context).await;
         let read = ReadRequest {
-            principal: self.options.principal.clone(),
+            principal: me.options.principal.clone(),
             ..ReadRequest::whole(uri)
         };
-        let result = self
-            .scoped(&context)
+        let result = me
             .gateway
             .read_resource(read)
             .await

@@ -3,11 +3,13 @@
 //! Architecture invariant: this adapter translates and nothing else. It parses tool arguments
 //! into domain requests (enforcing the schemas' bounds itself: rmcp deserialises, it does not
 //! validate), calls the [`quarry_ports::ResourceGateway`], and renders results and errors in the
-//! spec's shapes. No rmcp type crosses into the application. On stdio, stdout carries only MCP.
+//! spec's shapes. No rmcp type crosses into the application. On stdio, stdout carries only MCP;
+//! over HTTP (`http.rs`), guards run before rmcp sees a request.
 
 mod args;
 mod catalogue;
 mod handler;
+mod http;
 mod stdio;
 
 pub use catalogue::{
@@ -15,4 +17,5 @@ pub use catalogue::{
 };
 pub use handler::{GatewayServer, ServerOptions};
 
+pub use http::{HttpOptions, HttpServer, serve_http};
 pub use stdio::serve_stdio;

@@ -27,7 +27,8 @@ pub struct OperatorHttp {
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
-fn router(ops: Arc<dyn Operations>) -> Router {
+/// The three endpoints as routes, for a listener that serves more.
+pub fn router(ops: Arc<dyn Operations>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use quarry_domain::{Error, ErrorCode};
-use quarry_ports::{Clock, Metrics, PolicyEngine, ResourceGateway};
-use quarry_usecases::ResourceService;
+use quarry_ports::{Clock, Metrics, PolicyEngine};
 
 use crate::config::{PolicySettings, Settings};
 
@@ -82,21 +81,19 @@ pub async fn lint_policy(policy: &PolicySettings, program: &str) -> Result<(), E
         .map_err(|why| Error::invalid(format!("the policy cannot be used: {why}")))
 }
 
-/// The gateway `service` governed by the configured policy, and the engine deciding (timed
-/// into `metrics`); with no policy, `service` itself (said on stderr: a personal gateway's agent
-/// may do everything).
-pub(super) async fn governed_gateway(
+/// The engine deciding for the configured policy, timed into `metrics`, its files watched for
+/// changes; none without a `[policy]` (said on stderr: a personal gateway's agents may do
+/// everything).
+pub(super) async fn engine(
     settings: &Settings,
-    service: &Arc<ResourceService>,
-    transport: &str,
     metrics: &Arc<dyn Metrics>,
     clock: Arc<dyn Clock>,
-) -> Result<(Arc<dyn ResourceGateway>, Option<Arc<dyn PolicyEngine>>), Error> {
+) -> Result<Option<Arc<dyn PolicyEngine>>, Error> {
     let Some(policy) = &settings.policy else {
         eprintln!(
-            "quarry: no [policy] is configured: the {transport} agent may list, read and change everything (a personal gateway)"
+            "quarry: no [policy] is configured: agents may list, read and change everything (a personal gateway)"
         );
-        return Ok((service.clone(), None));
+        return Ok(None);
     };
     let reloadable = Arc::new(
         quarry_policy_prolog::ReloadablePolicy::start(
@@ -109,19 +106,12 @@ pub(super) async fn governed_gateway(
         .map_err(|why| Error::invalid(format!("the policy cannot be used: {why}")))?,
     );
     watch_policy(policy.clone(), reloadable.clone());
-    tracing::info!(agent = %settings.agent, "access is decided by the configured policy");
-    let engine: Arc<dyn PolicyEngine> = Arc::new(quarry_usecases::MeteredPolicy::new(
+    tracing::info!("access is decided by the configured policy");
+    Ok(Some(Arc::new(quarry_usecases::MeteredPolicy::new(
         reloadable,
         metrics.clone(),
         clock,
-    ));
-    let governed = Arc::new(quarry_usecases::Governed::new(
-        service.clone(),
-        engine.clone(),
-        settings.agent.clone(),
-        transport,
-    ));
-    Ok((governed, Some(engine)))
+    ))))
 }
 
 /// How often the policy's files are looked at for changes.

@@ -34,6 +34,8 @@ pub(super) struct File {
     pub(super) serve: super::policy::ServeSection,
     #[serde(default)]
     pub(super) telemetry: TelemetrySection,
+    #[serde(default)]
+    pub(super) http: super::http::HttpSection,
 }
 
 /// `[telemetry]`: OpenTelemetry trace export, off unless an endpoint is given.
@@ -333,4 +335,34 @@ fn default_max_resource_mb() -> u64 {
 }
 fn default_level() -> String {
     "info".into()
+}
+
+/// A `[servers.NAME]` section checked into a server's settings.
+pub(super) fn server_settings(
+    name: &str,
+    s: ServerSection,
+) -> Result<quarry_domain::ServerSettings, quarry_domain::Error> {
+    quarry_domain::ServerDraft {
+        name: name.to_owned(),
+        id: s.id,
+        endpoint: s.endpoint,
+        command: s.command,
+        args: s.args,
+        env: s.env,
+        cwd: s.cwd,
+        timeout_secs: s.timeout,
+        max_pages: s.max_pages,
+        retry_attempts: s.retry_attempts,
+        retry_delay_secs: s.retry_delay,
+        pool_size: s.pool_size,
+        protected: s.protected,
+        protected_uris: s.protected_uris,
+        tls_ca_file: s.tls_ca_file,
+        tls_min_version: s.tls_min_version,
+        oauth_allow_private_network: s.oauth_allow_private_network,
+    }
+    .into_settings(&|field: &str| match field {
+        "name" => format!("servers.{name}"),
+        other => format!("servers.{name}.{other}"),
+    })
 }

@@ -11,6 +11,7 @@ mod canary;
 mod cli;
 mod hostile;
 mod hostile_http;
+mod http;
 mod inputs;
 mod logs;
 mod oauth;

@@ -1,0 +1,327 @@
+//! Serving agents over streamable HTTP (rmcp's `StreamableHttpService` under axum), guarded in
+//! front of rmcp: the `Host` must be allowlisted (loopback names by default) and an `Origin`, when
+//! present, too (none is by default, and `null` never is) — else 403 before anything else runs;
+//! credentials only in the `Authorization` header; with API keys configured, a request without a
+//! known one is 401 and each key names its agent; a session belongs to the agent that opened it
+//! (its id with another agent's key is 404, as an unknown one is), at most `max_sessions` are
+//! open (503 past that), and one unused for `session_idle` is closed. Stopping drains what is in
+//! flight.
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use axum::{
+    Router,
+    extract::{ConnectInfo, Request, State},
+    http::{HeaderValue, Method, StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use quarry_domain::Principal;
+use quarry_ports::{AgentGateways, ContentHasher};
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    ServerOptions,
+    handler::{Caller, GatewayServer},
+};
+
+/// The session header of streamable HTTP.
+const SESSION_ID: &str = "mcp-session-id";
+
+/// How the HTTP transport serves.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// `Host` values accepted: names, or `name:port`.
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` values accepted (`scheme://host[:port]`); empty refuses every `Origin`.
+    pub allowed_origins: Vec<String>,
+    /// Sessions open at once, at most.
+    pub max_sessions: usize,
+    /// An unused session is closed after this long.
+    pub session_idle: Duration,
+    /// The largest request body.
+    pub max_body_bytes: usize,
+    /// API keys by the SHA-256 (lowercase hex) of the key, and the agent each names. Empty: every
+    /// request is the default agent's (allowed on loopback only).
+    pub api_keys: HashMap<String, Principal>,
+}
+
+/// The HTTP transport, listening.
+#[derive(Debug)]
+pub struct HttpServer {
+    /// Where it listens (the port chosen when 0 was asked).
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl HttpServer {
+    /// Stops accepting, answers what is in flight, ends the sessions.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        match self.task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("the HTTP transport failed: {e}"),
+            Err(e) => tracing::warn!("the HTTP transport ended abnormally: {e}"),
+        }
+    }
+}
+
+/// What the guards share.
+#[derive(Debug)]
+struct Guard {
+    hosts: Vec<String>,
+    origins: Vec<String>,
+    keys: HashMap<String, Principal>,
+    default: Principal,
+    hasher: Arc<dyn ContentHasher>,
+    /// Who opened each session.
+    owners: Mutex<HashMap<String, Principal>>,
+    sessions: Arc<LocalSessionManager>,
+    max_sessions: usize,
+}
+
+fn refuse(status: StatusCode, why: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("{why}\n"),
+    )
+        .into_response()
+}
+
+impl Guard {
+    /// Whether `host` (a `Host` header) is allowlisted, with or without its port.
+    fn host_allowed(&self, host: &str) -> bool {
+        let bare = match host.rsplit_once(':') {
+            // `[::1]:8080`, `localhost:8080`; a bare IPv6 literal has more colons.
+            Some((name, port))
+                if port.bytes().all(|b| b.is_ascii_digit()) && !name.ends_with(':') =>
+            {
+                name
+            }
+            _ => host,
+        };
+        let bare = bare.trim_start_matches('[').trim_end_matches(']');
+        self.hosts
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(host) || h.eq_ignore_ascii_case(bare))
+    }
+
+    fn origin_allowed(&self, origin: &str) -> bool {
+        origin != "null" && self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
+    }
+
+    /// The caller a request's credentials name; none when they name nobody.
+    fn caller(&self, request: &Request) -> Option<Principal> {
+        if self.keys.is_empty() {
+            return Some(self.default.clone());
+        }
+        let key = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))?;
+        let digest = self.hasher.sha256(key.trim().as_bytes()).hex();
+        self.keys.get(&digest).cloned()
+    }
+}
+
+/// The 401 for a request whose credentials name nobody.
+fn challenge() -> Response {
+    let mut r = refuse(
+        StatusCode::UNAUTHORIZED,
+        "an API key is required: Authorization: Bearer <key>",
+    );
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"quarry\""),
+    );
+    r
+}
+
+/// Host, Origin and credentials, in that order, before anything else sees the request.
+async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !g.host_allowed(host) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this Host is not served here (http.allowed_hosts)",
+        );
+    }
+    if let Some(origin) = request.headers().get(header::ORIGIN)
+        && !origin.to_str().is_ok_and(|o| g.origin_allowed(o))
+    {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this Origin is not allowed (http.allowed_origins)",
+        );
+    }
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
+    let query = request
+        .uri()
+        .query()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if ["access_token", "api_key", "token"]
+        .iter()
+        .any(|k| query.contains(&format!("{k}=")))
+    {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "credentials go in the Authorization header only, never in the URL",
+        );
+    }
+    let Some(principal) = g.caller(&request) else {
+        return challenge();
+    };
+    let address = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    request
+        .extensions_mut()
+        .insert(Caller { principal, address });
+    next.run(request).await
+}
+
+/// Sessions belong to the agent that opened them, and there are at most `max_sessions`.
+async fn sessions(State(g): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    let Some(caller) = request.extensions().get::<Caller>().cloned() else {
+        return next.run(request).await;
+    };
+    let asked = request
+        .headers()
+        .get(SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let deleting = request.method() == Method::DELETE;
+    match &asked {
+        Some(id) => {
+            let owner = g
+                .owners
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(id)
+                .cloned();
+            if owner.is_some_and(|o| o != caller.principal) {
+                // Not this caller's: as if it did not exist.
+                return refuse(StatusCode::NOT_FOUND, "no such session");
+            }
+        }
+        None if request.method() == Method::POST => {
+            let open = g.sessions.sessions.read().await.len();
+            if open >= g.max_sessions {
+                let mut r = refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many sessions are open (http.max_sessions); try again later",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                return r;
+            }
+        }
+        None => {}
+    }
+    let response = next.run(request).await;
+    let mut owners = g.owners.lock().unwrap_or_else(|e| e.into_inner());
+    match (
+        &asked,
+        response
+            .headers()
+            .get(SESSION_ID)
+            .and_then(|v| v.to_str().ok()),
+    ) {
+        (None, Some(opened)) => {
+            owners.insert(opened.to_owned(), caller.principal);
+        }
+        (Some(id), _) if deleting && response.status().is_success() => {
+            owners.remove(id);
+        }
+        (Some(id), _) if response.status() == StatusCode::NOT_FOUND => {
+            // Expired or closed: forget it.
+            owners.remove(id);
+        }
+        _ => {}
+    }
+    response
+}
+
+/// Serves MCP at `/mcp` on `http.addr`, each caller through its gateway among `agents` (the
+/// default agent, `options.principal`, when no API keys are configured), and `extra` (the
+/// operator's routes) beside it, behind the same guards.
+///
+/// # Errors
+/// When the address cannot be bound.
+pub async fn serve_http(
+    agents: Arc<dyn AgentGateways>,
+    hasher: Arc<dyn ContentHasher>,
+    options: ServerOptions,
+    http: HttpOptions,
+    extra: Router,
+) -> Result<HttpServer, String> {
+    let listener = tokio::net::TcpListener::bind(http.addr)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", http.addr))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let stop = CancellationToken::new();
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(http.session_idle);
+    let manager = Arc::new(manager);
+    let default_gateway = agents.for_agent(&options.principal).await;
+    let guard_state = Arc::new(Guard {
+        hosts: http.allowed_hosts.clone(),
+        origins: http.allowed_origins.clone(),
+        keys: http.api_keys,
+        default: options.principal.clone(),
+        hasher,
+        owners: Mutex::new(HashMap::new()),
+        sessions: manager.clone(),
+        max_sessions: http.max_sessions,
+    });
+    let handler = GatewayServer::for_agents(default_gateway, agents, options);
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(http.allowed_hosts)
+        .with_allowed_origins(http.allowed_origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(http.max_body_bytes)
+        .with_cancellation_token(stop.child_token());
+    config.sse_keep_alive = Some(Duration::from_secs(15));
+    let service: StreamableHttpService<GatewayServer, LocalSessionManager> =
+        StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
+    let router = Router::new()
+        .nest_service("/mcp", service)
+        .merge(extra)
+        .layer(axum::middleware::from_fn_with_state(
+            guard_state.clone(),
+            sessions,
+        ))
+        .layer(axum::middleware::from_fn_with_state(guard_state, guard));
+    let until = stop.clone();
+    let task = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move { until.cancelled().await })
+        .await
+    });
+    tracing::info!(%addr, "serving MCP over streamable HTTP at /mcp");
+    Ok(HttpServer { addr, stop, task })
+}
