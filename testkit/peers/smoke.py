@@ -1,12 +1,14 @@
 """Smoke check of `quarry serve` by the official Python MCP SDK: a client Quarry did not write.
 
-Usage: python smoke.py QUARRY_BINARY CONFIG_FILE
+Usage: python smoke.py QUARRY_BINARY CONFIG_FILE        (stdio: the script starts quarry)
+       python smoke.py --http URL API_KEY                (a gateway serving streamable HTTP)
 
 Lists the tools, lists resources through the tool and through resources/list, reads one resource
 both ways, and prints a JSON summary. Exits non-zero on any mismatch.
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -23,13 +25,27 @@ def structured(result):
     raise SystemExit(f"no structured content in {result!r}")
 
 
-async def main(quarry: str, config: str) -> None:
+@contextlib.asynccontextmanager
+async def connect(argv):
+    if argv[0] == "--http":
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        client = create_mcp_http_client(headers={"Authorization": f"Bearer {argv[2]}"})
+        async with client, streamable_http_client(argv[1], http_client=client) as streams:
+            yield streams[0], streams[1]
+        return
     # The SDK passes a child only a few safe variables by default: hand over ours, so the
     # gateway uses the store the test chose (QUARRY_STORE_PATH), not the user's default one.
     params = StdioServerParameters(
-        command=quarry, args=["serve", "--config", config], env=dict(os.environ)
+        command=argv[0], args=["serve", "--config", argv[1]], env=dict(os.environ)
     )
     async with stdio_client(params) as (read, write):
+        yield read, write
+
+
+async def main(argv) -> None:
+    async with connect(argv) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             tools = sorted(t.name for t in (await session.list_tools()).tools)
@@ -64,4 +80,4 @@ async def main(quarry: str, config: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1:]))

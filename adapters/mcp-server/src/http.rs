@@ -23,15 +23,17 @@ use axum::{
 };
 use quarry_domain::Principal;
 use quarry_ports::{AgentGateways, ContentHasher};
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     ServerOptions,
     handler::{Caller, GatewayServer},
 };
+
+mod sessions;
+
+use sessions::Sessions;
 
 /// The session header of streamable HTTP.
 const SESSION_ID: &str = "mcp-session-id";
@@ -87,7 +89,7 @@ struct Guard {
     hasher: Arc<dyn ContentHasher>,
     /// Who opened each session.
     owners: Mutex<HashMap<String, Principal>>,
-    sessions: Arc<LocalSessionManager>,
+    sessions: Arc<Sessions>,
     max_sessions: usize,
 }
 
@@ -226,7 +228,7 @@ async fn sessions(State(g): State<Arc<Guard>>, request: Request, next: Next) -> 
             }
         }
         None if request.method() == Method::POST => {
-            let open = g.sessions.sessions.read().await.len();
+            let open = g.sessions.local.sessions.read().await.len();
             if open >= g.max_sessions {
                 let mut r = refuse(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -281,8 +283,8 @@ pub async fn serve_http(
         .map_err(|e| format!("cannot listen on {}: {e}", http.addr))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let stop = CancellationToken::new();
-    let mut manager = LocalSessionManager::default();
-    manager.session_config.keep_alive = Some(http.session_idle);
+    let mut manager = Sessions::default();
+    manager.local.session_config.keep_alive = Some(http.session_idle);
     let manager = Arc::new(manager);
     let default_gateway = agents.for_agent(&options.principal).await;
     let guard_state = Arc::new(Guard {
@@ -303,7 +305,7 @@ pub async fn serve_http(
         .with_max_request_body_bytes(http.max_body_bytes)
         .with_cancellation_token(stop.child_token());
     config.sse_keep_alive = Some(Duration::from_secs(15));
-    let service: StreamableHttpService<GatewayServer, LocalSessionManager> =
+    let service: StreamableHttpService<GatewayServer, Sessions> =
         StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
     let router = Router::new()
         .nest_service("/mcp", service)

@@ -19,13 +19,13 @@ use crate::{
     support::{Client, QUARRY, call, call_error, http_fixture, http_server},
 };
 
-const ALICE_KEY: &str = "alice-key-0123456789abcdef0123456789abcdef";
+pub(crate) const ALICE_KEY: &str = "alice-key-0123456789abcdef0123456789abcdef";
 const BOB_KEY: &str = "bob-key-fedcba9876543210fedcba9876543210fe";
 
 /// A gateway serving HTTP (and stdio's pipes unused), killed when dropped.
-struct Served {
+pub(crate) struct Served {
     child: tokio::process::Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
 }
 
 impl Drop for Served {
@@ -35,7 +35,7 @@ impl Drop for Served {
 }
 
 /// `quarry serve --http 127.0.0.1:0 ARGS` in `dir` with `config`; waits for its address.
-async fn served(dir: &Path, config: &str, args: &[&str]) -> Served {
+pub(crate) async fn served(dir: &Path, config: &str, args: &[&str]) -> Served {
     std::fs::write(dir.join("quarry.toml"), config).unwrap();
     let log = std::fs::File::create(dir.join("stderr.log")).unwrap();
     let child = tokio::process::Command::new(QUARRY)
@@ -179,7 +179,7 @@ async fn tr_3_a_non_loopback_address_refuses_to_start() {
     );
 }
 
-fn keyed(extra: &str) -> String {
+pub(crate) fn keyed(extra: &str) -> String {
     let digest = |key: &str| {
         let mut child = std::process::Command::new(QUARRY)
             .args(["api-key", "hash"])
@@ -405,4 +405,68 @@ async fn stdio_and_http_serve_at_once() {
     assert_eq!(b["cached"], true, "one gateway, one cache");
     http.cancel().await.unwrap();
     stdio.cancel().await.unwrap();
+}
+
+// traces: TR-4, TR-8 — session ids carry 244 random bits (64 hex digits, visible ASCII); a
+// request other than initialize without one is 400; a deleted session is 404 afterwards; past
+// http.max_sessions a new session is 503; a body over http.max_body_kb is 413.
+#[tokio::test(flavor = "multi_thread")]
+async fn tr_4_sessions_are_random_bounded_and_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = served(
+        dir.path(),
+        "[http]\nmax_sessions = 2\nmax_body_kb = 4\n",
+        &[],
+    )
+    .await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let (status, head, _) = post(gw.addr, &host, &[], INITIALIZE).await;
+    assert_eq!(status, 200);
+    let first = session_of(&head).unwrap();
+    assert_eq!(first.len(), 64, "{first}");
+    assert!(first.bytes().all(|b| b.is_ascii_hexdigit()));
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let (status, _, body) = post(gw.addr, &host, &["MCP-Protocol-Version: 2025-11-25"], list).await;
+    assert_eq!(status, 400, "{body}");
+    let second = session_of(&post(gw.addr, &host, &[], INITIALIZE).await.1).unwrap();
+    assert_ne!(first, second);
+    let (status, _, body) = post(gw.addr, &host, &[], INITIALIZE).await;
+    assert_eq!(status, 503, "a third session past the cap: {body}");
+    let delete = format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: {host}\r\nMcp-Session-Id: {first}\r\nConnection: close\r\n\r\n"
+    );
+    assert!(scrape::send(gw.addr, &delete).await.0 < 300);
+    let sid = format!("Mcp-Session-Id: {first}");
+    assert_eq!(
+        post(
+            gw.addr,
+            &host,
+            &[&sid, "MCP-Protocol-Version: 2025-11-25"],
+            list
+        )
+        .await
+        .0,
+        404
+    );
+    assert_eq!(
+        post(gw.addr, &host, &[], INITIALIZE).await.0,
+        200,
+        "room again after the delete"
+    );
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(8 * 1024)
+    );
+    let second_sid = format!("Mcp-Session-Id: {second}");
+    assert_eq!(
+        post(
+            gw.addr,
+            &host,
+            &[&second_sid, "MCP-Protocol-Version: 2025-11-25"],
+            &big
+        )
+        .await
+        .0,
+        413
+    );
 }

@@ -204,3 +204,32 @@ fn the_python_sdk_lists_and_reads_through_quarry() {
     assert_eq!(summary["native_resources"], 9);
     assert_eq!(summary["read"], "bytes 0-17/18");
 }
+
+// The official Python SDK over streamable HTTP, with an API key: the same smoke check as over
+// stdio (tools, listing, reads through the tools and natively).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_sdk_lists_and_reads_over_http_with_a_key() {
+    let (python, script) = peers::python_sdk();
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::http::keyed(&crate::support::stdio_fixture(
+        "files",
+        &["--resources", "3"],
+    ));
+    let gw = crate::http::served(dir.path(), &config, &[]).await;
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .arg("--http")
+        .arg(format!("http://{}/mcp", gw.addr))
+        .arg(crate::http::ALICE_KEY)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["native_resources"], summary["total_count"]);
+}
