@@ -316,6 +316,7 @@ async fn serve_http(
         max_sessions: http.max_sessions,
         session_idle: http.session_idle,
         max_body_bytes: http.max_body_bytes,
+        max_requests_per_agent: http.max_requests_per_agent,
         api_keys: http.api_keys.iter().cloned().collect(),
     };
     let server = quarry_mcp_server::serve_http(

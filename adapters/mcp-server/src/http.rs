@@ -35,6 +35,9 @@ mod sessions;
 
 use sessions::Sessions;
 
+/// How long stopping waits for requests in flight before it ends the sessions.
+const DRAIN: Duration = Duration::from_secs(5);
+
 /// The session header of streamable HTTP.
 const SESSION_ID: &str = "mcp-session-id";
 
@@ -53,6 +56,9 @@ pub struct HttpOptions {
     pub session_idle: Duration,
     /// The largest request body.
     pub max_body_bytes: usize,
+    /// Requests one agent may have in flight at once (an answer streamed as events counts until
+    /// its stream ends).
+    pub max_requests_per_agent: usize,
     /// API keys by the SHA-256 (lowercase hex) of the key, and the agent each names. Empty: every
     /// request is the default agent's (allowed on loopback only).
     pub api_keys: HashMap<String, Principal>,
@@ -91,6 +97,9 @@ struct Guard {
     owners: Mutex<HashMap<String, Principal>>,
     sessions: Arc<Sessions>,
     max_sessions: usize,
+    /// Each agent's requests in flight.
+    in_flight: Mutex<HashMap<Principal, Arc<tokio::sync::Semaphore>>>,
+    per_agent: usize,
 }
 
 fn refuse(status: StatusCode, why: &str) -> Response {
@@ -197,10 +206,33 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0);
+    let permits = g
+        .in_flight
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(principal.clone())
+        .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(g.per_agent)))
+        .clone();
+    let Ok(permit) = permits.try_acquire_owned() else {
+        let mut r = refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many requests in flight for this agent (http.max_requests_per_agent)",
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return r;
+    };
     request
         .extensions_mut()
         .insert(Caller { principal, address });
-    next.run(request).await
+    let response = next.run(request).await;
+    // The answer may still be streaming: the permit goes with its body.
+    let (parts, body) = response.into_parts();
+    let stream = futures::StreamExt::map(body.into_data_stream(), move |chunk| {
+        let _held = &permit;
+        chunk
+    });
+    Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 
 /// Sessions belong to the agent that opened them, and there are at most `max_sessions`.
@@ -283,6 +315,7 @@ pub async fn serve_http(
         .map_err(|e| format!("cannot listen on {}: {e}", http.addr))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let stop = CancellationToken::new();
+    let ended = CancellationToken::new();
     let mut manager = Sessions::default();
     manager.local.session_config.keep_alive = Some(http.session_idle);
     let manager = Arc::new(manager);
@@ -296,6 +329,8 @@ pub async fn serve_http(
         owners: Mutex::new(HashMap::new()),
         sessions: manager.clone(),
         max_sessions: http.max_sessions,
+        in_flight: Mutex::new(HashMap::new()),
+        per_agent: http.max_requests_per_agent,
     });
     let handler = GatewayServer::for_agents(default_gateway, agents, options);
     let mut config = StreamableHttpServerConfig::default()
@@ -303,7 +338,7 @@ pub async fn serve_http(
         .with_allowed_origins(http.allowed_origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(http.max_body_bytes)
-        .with_cancellation_token(stop.child_token());
+        .with_cancellation_token(ended.clone());
     config.sse_keep_alive = Some(Duration::from_secs(15));
     let service: StreamableHttpService<GatewayServer, Sessions> =
         StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
@@ -315,14 +350,27 @@ pub async fn serve_http(
             sessions,
         ))
         .layer(axum::middleware::from_fn_with_state(guard_state, guard));
-    let until = stop.clone();
+    let (until, draining) = (stop.clone(), stop.clone());
     let task = tokio::spawn(async move {
-        axum::serve(
+        let serving = axum::serve(
             listener,
             router.into_make_service_with_connect_info::<SocketAddr>(),
         )
         .with_graceful_shutdown(async move { until.cancelled().await })
-        .await
+        .into_future();
+        tokio::pin!(serving);
+        // Stopping: no new connections; requests in flight are answered; sessions (and the
+        // event streams that wait on them) end once those are done or after the drain time.
+        tokio::select! {
+            done = &mut serving => done,
+            () = async {
+                draining.cancelled().await;
+                tokio::time::sleep(DRAIN).await;
+            } => {
+                ended.cancel();
+                serving.await
+            }
+        }
     });
     tracing::info!(%addr, "serving MCP over streamable HTTP at /mcp");
     Ok(HttpServer { addr, stop, task })

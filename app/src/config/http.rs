@@ -17,6 +17,7 @@ pub(super) struct HttpSection {
     max_sessions: Option<usize>,
     session_idle_seconds: Option<u64>,
     max_body_kb: Option<usize>,
+    max_requests_per_agent: Option<usize>,
     #[serde(default)]
     api_keys: BTreeMap<String, String>,
 }
@@ -37,6 +38,8 @@ pub struct HttpSettings {
     pub session_idle: Duration,
     /// The largest request body.
     pub max_body_bytes: usize,
+    /// Requests one agent may have in flight at once.
+    pub max_requests_per_agent: usize,
     /// API keys by the SHA-256 (hex) of the key: the agent each names.
     pub api_keys: Vec<(String, Principal)>,
 }
@@ -63,6 +66,12 @@ impl HttpSection {
         if !(1..=65_536).contains(&body_kb) {
             return Err(Error::invalid(
                 "http.max_body_kb must be between 1 and 65536",
+            ));
+        }
+        let per_agent = self.max_requests_per_agent.unwrap_or(64);
+        if !(1..=10_000).contains(&per_agent) {
+            return Err(Error::invalid(
+                "http.max_requests_per_agent must be between 1 and 10000",
             ));
         }
         for origin in &self.allowed_origins {
@@ -98,6 +107,7 @@ impl HttpSection {
             max_sessions,
             session_idle: Duration::from_secs(idle),
             max_body_bytes: body_kb * 1024,
+            max_requests_per_agent: per_agent,
             api_keys,
         })
     }

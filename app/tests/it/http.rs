@@ -598,3 +598,96 @@ async fn a_resource_that_gives_instructions_is_returned_as_data_and_nothing_else
         .collect();
     assert_eq!(actions, ["read", "list"], "no other tool ran");
 }
+
+async fn slow_fixture() -> quarry_testkit::fixture::HttpFixture {
+    quarry_testkit::fixture::serve_http(
+        quarry_testkit::fixture::FixtureArgs {
+            name: "notes".into(),
+            slow_ms: 700,
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+/// An initialized session on `addr`: its header.
+async fn session(addr: SocketAddr, host: &str) -> String {
+    let sid = session_of(&post(addr, host, &[], INITIALIZE).await.1).unwrap();
+    let header = format!("Mcp-Session-Id: {sid}");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(post(addr, host, &[&header], initialized).await.0, 202);
+    header
+}
+
+fn slow_read(id: u32) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_mcp_resource","arguments":{{"resource_uri":"mcp://notes/fixture_3A//slow","use_cache":false}}}}}}"#
+    )
+}
+
+// traces: TR-8 — an agent's requests in flight are bounded (http.max_requests_per_agent): past
+// the bound, 429 at once with Retry-After, while the others are answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn tr_8_an_agents_requests_in_flight_are_bounded() {
+    let notes = slow_fixture().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}[http]\nmax_requests_per_agent = 2\n",
+        http_server("notes", &notes.url)
+    );
+    let gw = served(dir.path(), &config, &[]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let (r1, r2, r3) = (slow_read(1), slow_read(2), slow_read(3));
+    let (a, b, c) = tokio::join!(
+        post(gw.addr, &host, &headers, &r1),
+        post(gw.addr, &host, &headers, &r2),
+        async {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let started = std::time::Instant::now();
+            (post(gw.addr, &host, &headers, &r3).await, started.elapsed())
+        },
+    );
+    assert_eq!((a.0, b.0), (200, 200));
+    let ((status, head, _), took) = c;
+    assert_eq!(status, 429, "{head}");
+    assert!(head.contains("retry-after"), "{head}");
+    assert!(
+        took < Duration::from_millis(500),
+        "refused at once, not after waiting: {took:?}"
+    );
+    // The bound is per agent and the slots come back.
+    assert_eq!(post(gw.addr, &host, &headers, &slow_read(4)).await.0, 200);
+}
+
+// Stopping drains: a read in flight when the gateway is told to stop (SIGTERM) is answered,
+// then the process exits.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopping_gateway_answers_what_is_in_flight() {
+    let notes = slow_fixture().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut gw = served(dir.path(), &http_server("notes", &notes.url), &[]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let body = slow_read(1);
+    let pid = gw.child.id().unwrap();
+    let (answer, ()) = tokio::join!(post(gw.addr, &host, &headers, &body), async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    });
+    assert_eq!(answer.0, 200, "{}", answer.2);
+    assert!(answer.2.contains("slow"), "the read's answer: {}", answer.2);
+    let status = tokio::time::timeout(Duration::from_secs(10), gw.child.wait())
+        .await
+        .expect("the gateway stopped")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
