@@ -162,17 +162,8 @@ async fn tr_2_origins_are_checked_and_null_is_refused() {
 // start with a clear message (E001), before anything listens.
 #[tokio::test(flavor = "multi_thread")]
 async fn tr_3_a_non_loopback_address_refuses_to_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(QUARRY)
-        .args(["serve", "--http", "0.0.0.0:0"])
-        .current_dir(dir.path())
-        .env_remove("QUARRY_CONFIG")
-        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(11), "{stderr}");
+    let (code, stderr) = crate::support::serve_refused(&["--http", "0.0.0.0:0"]);
+    assert_eq!(code, Some(11), "{stderr}");
     assert!(
         stderr.contains("loopback address only") && stderr.contains("TLS-terminating proxy"),
         "{stderr}"

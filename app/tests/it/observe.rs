@@ -339,17 +339,8 @@ async fn au_2_a_full_disk_refuses_requests_and_service_resumes() {
 // gateway starts (E001, exit 11).
 #[test]
 fn metrics_refuse_a_non_loopback_address() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(QUARRY)
-        .args(["serve", "--metrics", "0.0.0.0:0"])
-        .current_dir(dir.path())
-        .env_remove("QUARRY_CONFIG")
-        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(11), "{stderr}");
+    let (code, stderr) = crate::support::serve_refused(&["--metrics", "0.0.0.0:0"]);
+    assert_eq!(code, Some(11), "{stderr}");
     assert!(
         stderr.contains("E001") && stderr.contains("loopback address only"),
         "{stderr}"

@@ -109,3 +109,22 @@ pub(crate) async fn call_raw(client: &Client, tool: &str, args: Value) -> (bool,
     }
     (result.is_error == Some(true), value)
 }
+
+/// `quarry serve ARGS` in a fresh folder with no configuration, expected to refuse to start:
+/// its exit code and stderr.
+pub(crate) fn serve_refused(args: &[&str]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(QUARRY)
+        .arg("serve")
+        .args(args)
+        .current_dir(dir.path())
+        .env_remove("QUARRY_CONFIG")
+        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
