@@ -228,14 +228,17 @@ pub struct Serving {
     pub metrics: Option<std::net::SocketAddr>,
 }
 
-/// E001 unless `addr` may serve HTTP: plain HTTP is served on loopback only (a TLS-terminating
-/// proxy in front serves other addresses).
-fn http_loopback_only(addr: std::net::SocketAddr) -> Result<(), Error> {
-    if addr.ip().is_loopback() {
+/// E001 unless `addr` may serve HTTP: any address with TLS and API keys; plain HTTP, or no
+/// inbound authentication, on loopback only.
+fn http_allowed(
+    addr: std::net::SocketAddr,
+    http: &crate::config::HttpSettings,
+) -> Result<(), Error> {
+    if addr.ip().is_loopback() || (http.tls.is_some() && !http.api_keys.is_empty()) {
         return Ok(());
     }
     Err(Error::invalid(format!(
-        "--http {addr}: Quarry serves plain HTTP on a loopback address only; listen on 127.0.0.1 and put a TLS-terminating proxy in front, with http.allowed_hosts naming the public host and http.api_keys naming the agents"
+        "--http {addr}: beyond loopback Quarry serves HTTPS with API keys only; set http.tls_cert_file, http.tls_key_file and [http.api_keys] (or listen on 127.0.0.1 behind a TLS-terminating proxy)"
     )))
 }
 
@@ -252,7 +255,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     how.metrics.map(loopback_only).transpose()?;
-    how.http.map(http_loopback_only).transpose()?;
+    how.http
+        .map(|a| http_allowed(a, &settings.http))
+        .transpose()?;
     let service = build(settings).await?;
     // Credentials the configured key cannot open would fail every connection: refuse now.
     service.check_vault().await?;
@@ -317,6 +322,7 @@ async fn serve_http(
         session_idle: http.session_idle,
         max_body_bytes: http.max_body_bytes,
         max_requests_per_agent: http.max_requests_per_agent,
+        tls: http.tls.clone(),
         api_keys: http.api_keys.iter().cloned().collect(),
     };
     let server = quarry_mcp_server::serve_http(
@@ -329,7 +335,8 @@ async fn serve_http(
     .await
     .map_err(|e| Error::invalid(format!("--http {addr}: {e}")))?;
     eprintln!(
-        "quarry: serving MCP on http://{}/mcp ({}; /metrics, /healthz, /readyz beside it)",
+        "quarry: serving MCP on {}://{}/mcp ({}; /metrics, /healthz, /readyz beside it)",
+        if http.tls.is_some() { "https" } else { "http" },
         server.addr,
         if http.api_keys.is_empty() {
             format!("every request acts for '{}'", settings.agent)

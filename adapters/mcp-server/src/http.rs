@@ -32,8 +32,10 @@ use crate::{
 };
 
 mod sessions;
+mod tls;
 
 use sessions::Sessions;
+use tls::{Peer, TlsListener};
 
 /// How long stopping waits for requests in flight before it ends the sessions.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -59,6 +61,8 @@ pub struct HttpOptions {
     /// Requests one agent may have in flight at once (an answer streamed as events counts until
     /// its stream ends).
     pub max_requests_per_agent: usize,
+    /// HTTPS: the certificate chain and the private key (PEM files); none serves plain HTTP.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// API keys by the SHA-256 (lowercase hex) of the key, and the agent each names. Empty: every
     /// request is the default agent's (allowed on loopback only).
     pub api_keys: HashMap<String, Principal>,
@@ -204,8 +208,8 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
     };
     let address = request
         .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0);
+        .get::<ConnectInfo<Peer>>()
+        .map(|c| c.0.0);
     let permits = g
         .in_flight
         .lock()
@@ -297,6 +301,36 @@ async fn sessions(State(g): State<Arc<Guard>>, request: Request, next: Next) -> 
     response
 }
 
+/// Serves `$router` on `$listener` until `$stop`: no new connections then; requests in flight
+/// are answered; sessions (and the event streams that wait on them) end once those are done or
+/// after the drain time (`$ended`). A macro: the two listeners' futures have no common name.
+macro_rules! run {
+    ($listener:expr, $router:expr, $stop:expr, $ended:expr) => {{
+        let (stop, ended): (CancellationToken, CancellationToken) = ($stop, $ended);
+        let until = stop.clone();
+        let router: Router = $router;
+        async move {
+            let serving = axum::serve(
+                $listener,
+                router.into_make_service_with_connect_info::<Peer>(),
+            )
+            .with_graceful_shutdown(async move { until.cancelled().await })
+            .into_future();
+            tokio::pin!(serving);
+            tokio::select! {
+                done = &mut serving => done,
+                () = async {
+                    stop.cancelled().await;
+                    tokio::time::sleep(DRAIN).await;
+                } => {
+                    ended.cancel();
+                    serving.await
+                }
+            }
+        }
+    }};
+}
+
 /// Serves MCP at `/mcp` on `http.addr`, each caller through its gateway among `agents` (the
 /// default agent, `options.principal`, when no API keys are configured), and `extra` (the
 /// operator's routes) beside it, behind the same guards.
@@ -310,6 +344,10 @@ pub async fn serve_http(
     http: HttpOptions,
     extra: Router,
 ) -> Result<HttpServer, String> {
+    let tls = match &http.tls {
+        Some((cert, key)) => Some(tls::server_config(cert, key)?),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(http.addr)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", http.addr))?;
@@ -350,28 +388,14 @@ pub async fn serve_http(
             sessions,
         ))
         .layer(axum::middleware::from_fn_with_state(guard_state, guard));
-    let (until, draining) = (stop.clone(), stop.clone());
-    let task = tokio::spawn(async move {
-        let serving = axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move { until.cancelled().await })
-        .into_future();
-        tokio::pin!(serving);
-        // Stopping: no new connections; requests in flight are answered; sessions (and the
-        // event streams that wait on them) end once those are done or after the drain time.
-        tokio::select! {
-            done = &mut serving => done,
-            () = async {
-                draining.cancelled().await;
-                tokio::time::sleep(DRAIN).await;
-            } => {
-                ended.cancel();
-                serving.await
-            }
+    let task = match tls {
+        Some(config) => {
+            let listener =
+                TlsListener::new(listener, config, stop.clone()).map_err(|e| e.to_string())?;
+            tokio::spawn(run!(listener, router, stop.clone(), ended))
         }
-    });
+        None => tokio::spawn(run!(listener, router, stop.clone(), ended)),
+    };
     tracing::info!(%addr, "serving MCP over streamable HTTP at /mcp");
     Ok(HttpServer { addr, stop, task })
 }

@@ -18,6 +18,8 @@ pub(super) struct HttpSection {
     session_idle_seconds: Option<u64>,
     max_body_kb: Option<usize>,
     max_requests_per_agent: Option<usize>,
+    tls_cert_file: Option<std::path::PathBuf>,
+    tls_key_file: Option<std::path::PathBuf>,
     #[serde(default)]
     api_keys: BTreeMap<String, String>,
 }
@@ -40,6 +42,8 @@ pub struct HttpSettings {
     pub max_body_bytes: usize,
     /// Requests one agent may have in flight at once.
     pub max_requests_per_agent: usize,
+    /// HTTPS: the certificate chain and private key files (PEM); none: plain HTTP.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// API keys by the SHA-256 (hex) of the key: the agent each names.
     pub api_keys: Vec<(String, Principal)>,
 }
@@ -83,6 +87,15 @@ impl HttpSection {
                 )));
             }
         }
+        let tls = match (self.tls_cert_file, self.tls_key_file) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            _ => {
+                return Err(Error::invalid(
+                    "http.tls_cert_file and http.tls_key_file go together (PEM files)",
+                ));
+            }
+        };
         let mut api_keys = Vec::new();
         for (agent, digest) in self.api_keys {
             let hex = digest.strip_prefix("sha256:").unwrap_or(&digest);
@@ -108,6 +121,7 @@ impl HttpSection {
             session_idle: Duration::from_secs(idle),
             max_body_bytes: body_kb * 1024,
             max_requests_per_agent: per_agent,
+            tls,
             api_keys,
         })
     }

@@ -53,7 +53,8 @@ pub(crate) async fn served(dir: &Path, config: &str, args: &[&str]) -> Served {
         .unwrap();
     for _ in 0..500 {
         let text = std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default();
-        if let Some(rest) = text.split("serving MCP on http://").nth(1) {
+        if let Some(rest) = text.split("serving MCP on ").nth(1) {
+            let rest = rest.split("://").nth(1).unwrap();
             let addr = rest.split('/').next().unwrap().parse().unwrap();
             return Served { child, addr };
         }
@@ -165,7 +166,7 @@ async fn tr_3_a_non_loopback_address_refuses_to_start() {
     let (code, stderr) = crate::support::serve_refused(&["--http", "0.0.0.0:0"]);
     assert_eq!(code, Some(11), "{stderr}");
     assert!(
-        stderr.contains("loopback address only") && stderr.contains("TLS-terminating proxy"),
+        stderr.contains("HTTPS with API keys only") && stderr.contains("TLS-terminating proxy"),
         "{stderr}"
     );
 }
@@ -681,4 +682,90 @@ async fn a_stopping_gateway_answers_what_is_in_flight() {
         .expect("the gateway stopped")
         .unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+/// A reqwest client that trusts `ca` (PEM) and speaks the TLS versions given.
+fn tls_client(
+    ca: &str,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> rustls::ClientConfig {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(versions)
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth()
+}
+
+// traces: TR-3 — HTTPS from the certificate and key in the configuration, TLS 1.3 only: an
+// agent with its key works over it; a TLS 1.2 client and a plain-HTTP request get nothing; a
+// non-loopback address with TLS but no API keys refuses to start.
+#[tokio::test(flavor = "multi_thread")]
+async fn https_serves_tls_1_3_with_the_configured_certificate() {
+    let pki = quarry_testkit::tls::TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cert.pem"), &pki.server.cert).unwrap();
+    std::fs::write(dir.path().join("key.pem"), &pki.server.key).unwrap();
+    let tls = "[http]\ntls_cert_file = \"cert.pem\"\ntls_key_file = \"key.pem\"\n\n";
+    let gw = served(dir.path(), &keyed(tls), &[]).await;
+    let client = reqwest::Client::builder()
+        .use_preconfigured_tls(tls_client(&pki.ca, &[&rustls::version::TLS13]))
+        .build()
+        .unwrap();
+    let config = StreamableHttpClientTransportConfig::with_uri(format!(
+        "https://localhost:{}/mcp",
+        gw.addr.port()
+    ))
+    .auth_header(ALICE_KEY);
+    let alice = ClientConfig::default()
+        .serve(StreamableHttpClientTransport::with_client(client, config))
+        .await
+        .unwrap();
+    let tools = alice.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "read_mcp_resource"));
+    alice.cancel().await.unwrap();
+
+    let old = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls_client(
+        &pki.ca,
+        &[&rustls::version::TLS12],
+    )));
+    let tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    assert!(
+        old.connect(name, tcp).await.is_err(),
+        "a TLS 1.2 handshake was accepted"
+    );
+    let plain = "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    let mut tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tcp.write_all(plain.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut answer)).await;
+    assert!(
+        !String::from_utf8_lossy(&answer).contains("200 OK"),
+        "plain HTTP was answered"
+    );
+
+    // Beyond loopback, TLS alone is not enough: the agents must be named by keys.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("cert.pem"), &pki.server.cert).unwrap();
+    std::fs::write(other.path().join("key.pem"), &pki.server.key).unwrap();
+    std::fs::write(other.path().join("quarry.toml"), tls).unwrap();
+    let out = std::process::Command::new(QUARRY)
+        .args(["serve", "--http", "0.0.0.0:0", "--config"])
+        .arg(other.path().join("quarry.toml"))
+        .current_dir(other.path())
+        .env("QUARRY_STORE_PATH", other.path().join("quarry.db"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(11), "{stderr}");
+    assert!(stderr.contains("[http.api_keys]"), "{stderr}");
 }
