@@ -5,7 +5,7 @@ use std::sync::Arc;
 use quarry_domain::{
     Error, ErrorCode, ListQuery, PageLimit, Principal, Resource as DomainResource, ResourceUri,
 };
-use quarry_ports::{AgentGateways, ReadRequest, RequestMeta, Requester, ResourceGateway};
+use quarry_ports::{AgentGateways, ReadRequest, RequestMeta, ResourceGateway};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
@@ -18,6 +18,8 @@ use rmcp::{
     service::RequestContext,
 };
 use serde_json::{Value, json};
+
+mod tools;
 
 use crate::{
     args,
@@ -141,141 +143,6 @@ impl GatewayServer {
             agents: None,
             options,
         }
-    }
-
-    async fn call_list(&self, arguments: Option<rmcp::model::JsonObject>) -> Result<Value, Error> {
-        let call = args::list(arguments)?;
-        let mut result = self.gateway.list_resources(call.query).await?;
-        if !call.include_metadata {
-            for r in &mut result.resources {
-                r.metadata.clear();
-            }
-        }
-        serde_json::to_value(result).map_err(|_| Error::internal())
-    }
-
-    async fn call_read(&self, arguments: Option<rmcp::model::JsonObject>) -> Result<Value, Error> {
-        let request = args::read(
-            arguments,
-            self.options.inline_limit,
-            self.options.principal.clone(),
-        )?;
-        let result = self.gateway.read_resource(request).await?;
-        serde_json::to_value(result).map_err(|_| Error::internal())
-    }
-
-    async fn call_versions(
-        &self,
-        arguments: Option<rmcp::model::JsonObject>,
-    ) -> Result<Value, Error> {
-        let uri = args::versions(arguments)?;
-        let versions = self.gateway.versions(&uri).await?;
-        Ok(json!({"success": true, "uri": uri, "versions": versions}))
-    }
-
-    async fn call_purge(&self, arguments: Option<rmcp::model::JsonObject>) -> Result<Value, Error> {
-        let (server, uri, key) = args::purge(arguments)?;
-        let report = self.gateway.purge(server, uri, key).await?;
-        Ok(
-            json!({"success": true, "purged_contents": report.contents, "purged_listings": report.listings}),
-        )
-    }
-
-    async fn call_templates(
-        &self,
-        arguments: Option<rmcp::model::JsonObject>,
-    ) -> Result<Value, Error> {
-        let server = args::templates(arguments)?;
-        let templates: Vec<_> = self
-            .gateway
-            .list_templates()
-            .await?
-            .into_iter()
-            .filter(|t| server.as_ref().is_none_or(|s| &t.server == s))
-            .collect();
-        Ok(json!({"success": true, "templates": templates}))
-    }
-
-    async fn call_audit_export(
-        &self,
-        arguments: Option<rmcp::model::JsonObject>,
-    ) -> Result<Value, Error> {
-        let (filter, after, limit) = args::audit_export(arguments)?;
-        let page = self.gateway.export_audit(filter, after, limit).await?;
-        Ok(json!({"success": true, "records": page.records, "next_after": page.next_after}))
-    }
-
-    async fn call_add_server(
-        &self,
-        arguments: Option<rmcp::model::JsonObject>,
-    ) -> Result<Value, Error> {
-        let (server, key) = args::add_server(arguments)?;
-        let status = self
-            .gateway
-            .add_server(server, Requester::Agent, key)
-            .await?;
-        let mut value = serde_json::to_value(status).map_err(|_| Error::internal())?;
-        if let Some(map) = value.as_object_mut() {
-            map.insert("success".into(), Value::Bool(true));
-        }
-        Ok(value)
-    }
-
-    async fn call_remove_server(
-        &self,
-        arguments: Option<rmcp::model::JsonObject>,
-    ) -> Result<Value, Error> {
-        let (name, key) = args::remove_server(arguments)?;
-        let removed = self
-            .gateway
-            .remove_server(name, Requester::Agent, key)
-            .await?;
-        Ok(
-            json!({"success": true, "server_name": removed.server_name, "purged_contents": removed.purged_contents}),
-        )
-    }
-
-    /// McpAuthTool's operations. A result that says `success: false` (a failed connection
-    /// test) is an error result too.
-    async fn call_auth(
-        &self,
-        tool: &str,
-        arguments: Option<rmcp::model::JsonObject>,
-    ) -> Result<Value, Error> {
-        let result = match tool {
-            CONFIGURE_AUTH_TOOL => {
-                let call = args::configure_auth(arguments)?;
-                self.gateway
-                    .configure_auth(
-                        call.server,
-                        call.auth,
-                        call.test_connection,
-                        Requester::Agent,
-                        call.key,
-                    )
-                    .await?
-            }
-            TEST_AUTH_TOOL => {
-                let (server, _, _) = args::auth_server(tool, arguments)?;
-                self.gateway.test_auth(server).await?
-            }
-            REFRESH_AUTH_TOOL => {
-                let (server, _, key) = args::auth_server(tool, arguments)?;
-                self.gateway
-                    .refresh_auth(server, Requester::Agent, key)
-                    .await?
-            }
-            _ => {
-                let (server, force, key) = args::auth_server(tool, arguments)?;
-                self.gateway
-                    .remove_auth(server, force, Requester::Agent, key)
-                    .await?
-            }
-        };
-        serde_json::to_value(result).map_err(|e| {
-            tracing::error!("{e}");
-            Error::internal()
-        })
     }
 }
 
