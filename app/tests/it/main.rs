@@ -12,6 +12,7 @@ mod cli;
 mod hostile;
 mod hostile_http;
 mod http;
+mod http_bounds;
 mod inputs;
 mod logs;
 mod oauth;

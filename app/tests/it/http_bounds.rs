@@ -1,0 +1,261 @@
+//! The HTTP transport's bounds end to end: session ids, the session cap, body and in-flight
+//! limits, draining on stop, and HTTPS (TLS 1.3 only) from the configured certificate.
+
+use std::{net::SocketAddr, process::Stdio, time::Duration};
+
+use quarry_testkit::scrape;
+use rmcp::{
+    ServiceExt,
+    model::ClientConfig,
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+
+use crate::{
+    http::{ALICE_KEY, INITIALIZE, keyed, post, served, session_of},
+    support::{QUARRY, http_server},
+};
+
+// traces: TR-4, TR-8 — session ids carry 244 random bits (64 hex digits, visible ASCII); a
+// request other than initialize without one is 400; a deleted session is 404 afterwards; past
+// http.max_sessions a new session is 503; a body over http.max_body_kb is 413.
+#[tokio::test(flavor = "multi_thread")]
+async fn tr_4_sessions_are_random_bounded_and_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = served(
+        dir.path(),
+        "[http]\nmax_sessions = 2\nmax_body_kb = 4\n",
+        &[],
+    )
+    .await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let (status, head, _) = post(gw.addr, &host, &[], INITIALIZE).await;
+    assert_eq!(status, 200);
+    let first = session_of(&head).unwrap();
+    assert_eq!(first.len(), 64, "{first}");
+    assert!(first.bytes().all(|b| b.is_ascii_hexdigit()));
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let (status, _, body) = post(gw.addr, &host, &["MCP-Protocol-Version: 2025-11-25"], list).await;
+    assert_eq!(status, 400, "{body}");
+    let second = session_of(&post(gw.addr, &host, &[], INITIALIZE).await.1).unwrap();
+    assert_ne!(first, second);
+    let (status, _, body) = post(gw.addr, &host, &[], INITIALIZE).await;
+    assert_eq!(status, 503, "a third session past the cap: {body}");
+    let delete = format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: {host}\r\nMcp-Session-Id: {first}\r\nConnection: close\r\n\r\n"
+    );
+    assert!(scrape::send(gw.addr, &delete).await.0 < 300);
+    let sid = format!("Mcp-Session-Id: {first}");
+    assert_eq!(
+        post(
+            gw.addr,
+            &host,
+            &[&sid, "MCP-Protocol-Version: 2025-11-25"],
+            list
+        )
+        .await
+        .0,
+        404
+    );
+    assert_eq!(
+        post(gw.addr, &host, &[], INITIALIZE).await.0,
+        200,
+        "room again after the delete"
+    );
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(8 * 1024)
+    );
+    let second_sid = format!("Mcp-Session-Id: {second}");
+    assert_eq!(
+        post(
+            gw.addr,
+            &host,
+            &[&second_sid, "MCP-Protocol-Version: 2025-11-25"],
+            &big
+        )
+        .await
+        .0,
+        413
+    );
+}
+
+async fn slow_fixture() -> quarry_testkit::fixture::HttpFixture {
+    quarry_testkit::fixture::serve_http(
+        quarry_testkit::fixture::FixtureArgs {
+            name: "notes".into(),
+            slow_ms: 700,
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+/// An initialized session on `addr`: its header.
+async fn session(addr: SocketAddr, host: &str) -> String {
+    let sid = session_of(&post(addr, host, &[], INITIALIZE).await.1).unwrap();
+    let header = format!("Mcp-Session-Id: {sid}");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(post(addr, host, &[&header], initialized).await.0, 202);
+    header
+}
+
+fn slow_read(id: u32) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_mcp_resource","arguments":{{"resource_uri":"mcp://notes/fixture_3A//slow","use_cache":false}}}}}}"#
+    )
+}
+
+// traces: TR-8 — an agent's requests in flight are bounded (http.max_requests_per_agent): past
+// the bound, 429 at once with Retry-After, while the others are answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn tr_8_an_agents_requests_in_flight_are_bounded() {
+    let notes = slow_fixture().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}[http]\nmax_requests_per_agent = 2\n",
+        http_server("notes", &notes.url)
+    );
+    let gw = served(dir.path(), &config, &[]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let (r1, r2, r3) = (slow_read(1), slow_read(2), slow_read(3));
+    let (a, b, c) = tokio::join!(
+        post(gw.addr, &host, &headers, &r1),
+        post(gw.addr, &host, &headers, &r2),
+        async {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let started = std::time::Instant::now();
+            (post(gw.addr, &host, &headers, &r3).await, started.elapsed())
+        },
+    );
+    assert_eq!((a.0, b.0), (200, 200));
+    let ((status, head, _), took) = c;
+    assert_eq!(status, 429, "{head}");
+    assert!(head.contains("retry-after"), "{head}");
+    assert!(
+        took < Duration::from_millis(500),
+        "refused at once, not after waiting: {took:?}"
+    );
+    // The bound is per agent and the slots come back.
+    assert_eq!(post(gw.addr, &host, &headers, &slow_read(4)).await.0, 200);
+}
+
+// Stopping drains: a read in flight when the gateway is told to stop (SIGTERM) is answered,
+// then the process exits.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopping_gateway_answers_what_is_in_flight() {
+    let notes = slow_fixture().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut gw = served(dir.path(), &http_server("notes", &notes.url), &[]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let body = slow_read(1);
+    let pid = gw.child.id().unwrap();
+    let (answer, ()) = tokio::join!(post(gw.addr, &host, &headers, &body), async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    });
+    assert_eq!(answer.0, 200, "{}", answer.2);
+    assert!(answer.2.contains("slow"), "the read's answer: {}", answer.2);
+    let status = tokio::time::timeout(Duration::from_secs(10), gw.child.wait())
+        .await
+        .expect("the gateway stopped")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+/// A reqwest client that trusts `ca` (PEM) and speaks the TLS versions given.
+fn tls_client(
+    ca: &str,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> rustls::ClientConfig {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(versions)
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth()
+}
+
+// traces: TR-3 — HTTPS from the certificate and key in the configuration, TLS 1.3 only: an
+// agent with its key works over it; a TLS 1.2 client and a plain-HTTP request get nothing; a
+// non-loopback address with TLS but no API keys refuses to start.
+#[tokio::test(flavor = "multi_thread")]
+async fn https_serves_tls_1_3_with_the_configured_certificate() {
+    let pki = quarry_testkit::tls::TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cert.pem"), &pki.server.cert).unwrap();
+    std::fs::write(dir.path().join("key.pem"), &pki.server.key).unwrap();
+    let tls = "[http]\ntls_cert_file = \"cert.pem\"\ntls_key_file = \"key.pem\"\n\n";
+    let gw = served(dir.path(), &keyed(tls), &[]).await;
+    let client = reqwest::Client::builder()
+        .use_preconfigured_tls(tls_client(&pki.ca, &[&rustls::version::TLS13]))
+        .build()
+        .unwrap();
+    let config = StreamableHttpClientTransportConfig::with_uri(format!(
+        "https://localhost:{}/mcp",
+        gw.addr.port()
+    ))
+    .auth_header(ALICE_KEY);
+    let alice = ClientConfig::default()
+        .serve(StreamableHttpClientTransport::with_client(client, config))
+        .await
+        .unwrap();
+    let tools = alice.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "read_mcp_resource"));
+    alice.cancel().await.unwrap();
+
+    let old = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls_client(
+        &pki.ca,
+        &[&rustls::version::TLS12],
+    )));
+    let tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    assert!(
+        old.connect(name, tcp).await.is_err(),
+        "a TLS 1.2 handshake was accepted"
+    );
+    let plain = "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    let mut tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tcp.write_all(plain.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut answer)).await;
+    assert!(
+        !String::from_utf8_lossy(&answer).contains("200 OK"),
+        "plain HTTP was answered"
+    );
+
+    // Beyond loopback, TLS alone is not enough: the agents must be named by keys.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("cert.pem"), &pki.server.cert).unwrap();
+    std::fs::write(other.path().join("key.pem"), &pki.server.key).unwrap();
+    std::fs::write(other.path().join("quarry.toml"), tls).unwrap();
+    let out = std::process::Command::new(QUARRY)
+        .args(["serve", "--http", "0.0.0.0:0", "--config"])
+        .arg(other.path().join("quarry.toml"))
+        .current_dir(other.path())
+        .env("QUARRY_STORE_PATH", other.path().join("quarry.db"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(11), "{stderr}");
+    assert!(stderr.contains("[http.api_keys]"), "{stderr}");
+}
