@@ -21,6 +21,7 @@ use crate::{
 
 mod agents;
 mod audit;
+mod inbound;
 mod policy;
 mod telemetry;
 
@@ -228,17 +229,17 @@ pub struct Serving {
     pub metrics: Option<std::net::SocketAddr>,
 }
 
-/// E001 unless `addr` may serve HTTP: any address with TLS and API keys; plain HTTP, or no
-/// inbound authentication, on loopback only.
+/// E001 unless `addr` may serve HTTP: any address with TLS and inbound authentication (API keys
+/// or tokens); plain HTTP, or no inbound authentication, on loopback only.
 fn http_allowed(
     addr: std::net::SocketAddr,
     http: &crate::config::HttpSettings,
 ) -> Result<(), Error> {
-    if addr.ip().is_loopback() || (http.tls.is_some() && !http.api_keys.is_empty()) {
+    if addr.ip().is_loopback() || (http.tls.is_some() && http.authenticates()) {
         return Ok(());
     }
     Err(Error::invalid(format!(
-        "--http {addr}: beyond loopback Quarry serves HTTPS with API keys only; set http.tls_cert_file, http.tls_key_file and [http.api_keys] (or listen on 127.0.0.1 behind a TLS-terminating proxy)"
+        "--http {addr}: beyond loopback Quarry serves HTTPS with inbound authentication only; set http.tls_cert_file, http.tls_key_file and [http.oauth] or [http.api_keys] (or listen on 127.0.0.1 behind a TLS-terminating proxy)"
     )))
 }
 
@@ -324,6 +325,11 @@ async fn serve_http(
         max_requests_per_agent: http.max_requests_per_agent,
         tls: http.tls.clone(),
         api_keys: http.api_keys.iter().cloned().collect(),
+        oauth: match &http.oauth {
+            Some(oauth) => Some(inbound::resource_server(oauth, &|v| std::env::var(v).ok()).await?),
+            None => None,
+        },
+        request_timeout: http.request_timeout,
     };
     let server = quarry_mcp_server::serve_http(
         Arc::new(agents::OverHttp(agents.clone())),
@@ -338,10 +344,19 @@ async fn serve_http(
         "quarry: serving MCP on {}://{}/mcp ({}; /metrics, /healthz, /readyz beside it)",
         if http.tls.is_some() { "https" } else { "http" },
         server.addr,
-        if http.api_keys.is_empty() {
-            format!("every request acts for '{}'", settings.agent)
-        } else {
-            format!("{} API key(s) name the agents", http.api_keys.len())
+        match (&http.oauth, http.api_keys.len()) {
+            (Some(oauth), keys) => format!(
+                "bearer tokens from {} for {}{}",
+                oauth.issuer,
+                oauth.resource,
+                if keys > 0 {
+                    format!(", and {keys} API key(s)")
+                } else {
+                    String::new()
+                }
+            ),
+            (None, 0) => format!("every request acts for '{}'", settings.agent),
+            (None, keys) => format!("{keys} API key(s) name the agents"),
         }
     );
     Ok(server)

@@ -43,6 +43,7 @@ mod env;
 mod file;
 mod http;
 mod policy;
+mod resource_server;
 
 use std::{
     path::{Path, PathBuf},
@@ -59,6 +60,7 @@ use file::{File, server_settings};
 pub use file::{LogFormat, Telemetry};
 pub use http::HttpSettings;
 pub use policy::PolicySettings;
+pub use resource_server::{IntrospectionSettings, JwksSource, OAuthSettings};
 
 /// The file read when no `--config` or `QUARRY_CONFIG` names one and it exists.
 pub const DEFAULT_FILE: &str = "quarry.toml";

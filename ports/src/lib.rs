@@ -6,6 +6,7 @@
 //! contract suites hold every adapter to it.
 
 mod audit;
+mod bearer;
 mod cache;
 mod clock;
 mod gateway;
@@ -23,6 +24,7 @@ mod vault;
 mod versions;
 
 pub use audit::{AuditLog, AuditSigner, SignError};
+pub use bearer::{BearerRefused, BearerVerifier, Grant};
 pub use cache::{CacheStats, CachedContent, ContentCache};
 pub use clock::Clock;
 pub use gateway::{

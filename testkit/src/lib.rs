@@ -11,6 +11,7 @@ pub mod contract;
 pub mod fakes;
 pub mod fixture;
 pub mod hostile;
+pub mod issuer;
 pub mod oauth;
 pub mod otlp;
 pub mod peers;

@@ -45,6 +45,7 @@ const TECHNOLOGY: &[&str] = &[
     "opentelemetry-otlp",
     "opentelemetry-proto",
     "tracing-opentelemetry",
+    "jsonwebtoken",
 ];
 
 /// Where each technology crate may be a dependency: manifest directories (relative to the
@@ -64,6 +65,7 @@ const PLACES: &[(&str, &[&str])] = &[
     ("tracing-opentelemetry", &["adapters/telemetry-otlp"]),
     // The test collector decodes what the exporter sends with the protocol's own types.
     ("opentelemetry-proto", &["testkit"]),
+    ("jsonwebtoken", &["adapters/oauth-resource", "testkit"]),
     (
         "axum",
         &["adapters/mcp-server", "adapters/operator-http", "testkit"],

@@ -71,6 +71,8 @@ pub struct GatewayServer {
 pub(crate) struct Caller {
     pub(crate) principal: Principal,
     pub(crate) address: Option<std::net::SocketAddr>,
+    /// What its token was granted (None: every tool).
+    pub(crate) scopes: crate::http::Granted,
 }
 
 /// The `_meta` key of a native read's contents that says where they came from (server,

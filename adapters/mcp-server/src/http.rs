@@ -31,8 +31,14 @@ use crate::{
     handler::{Caller, GatewayServer},
 };
 
+mod auth;
+mod bounds;
 mod sessions;
 mod tls;
+
+use auth::Authenticator;
+pub(crate) use auth::Granted;
+pub use auth::ResourceServerOptions;
 
 use sessions::Sessions;
 use tls::{Peer, TlsListener};
@@ -63,9 +69,13 @@ pub struct HttpOptions {
     pub max_requests_per_agent: usize,
     /// HTTPS: the certificate chain and the private key (PEM files); none serves plain HTTP.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
-    /// API keys by the SHA-256 (lowercase hex) of the key, and the agent each names. Empty: every
-    /// request is the default agent's (allowed on loopback only).
+    /// API keys by the SHA-256 (lowercase hex) of the key, and the agent each names. With none
+    /// and no resource server, every request is the default agent's (allowed on loopback only).
     pub api_keys: HashMap<String, Principal>,
+    /// Bearer tokens from an authorization server, checked as a resource server does.
+    pub oauth: Option<ResourceServerOptions>,
+    /// The longest a request may take, start to end of its answer.
+    pub request_timeout: Duration,
 }
 
 /// The HTTP transport, listening.
@@ -94,9 +104,9 @@ impl HttpServer {
 struct Guard {
     hosts: Vec<String>,
     origins: Vec<String>,
-    keys: HashMap<String, Principal>,
-    default: Principal,
-    hasher: Arc<dyn ContentHasher>,
+    auth: Authenticator,
+    max_body: usize,
+    request_timeout: Duration,
     /// Who opened each session.
     owners: Mutex<HashMap<String, Principal>>,
     sessions: Arc<Sessions>,
@@ -136,37 +146,10 @@ impl Guard {
     fn origin_allowed(&self, origin: &str) -> bool {
         origin != "null" && self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
     }
-
-    /// The caller a request's credentials name; none when they name nobody.
-    fn caller(&self, request: &Request) -> Option<Principal> {
-        if self.keys.is_empty() {
-            return Some(self.default.clone());
-        }
-        let key = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))?;
-        let digest = self.hasher.sha256(key.trim().as_bytes()).hex();
-        self.keys.get(&digest).cloned()
-    }
-}
-
-/// The 401 for a request whose credentials name nobody.
-fn challenge() -> Response {
-    let mut r = refuse(
-        StatusCode::UNAUTHORIZED,
-        "an API key is required: Authorization: Bearer <key>",
-    );
-    r.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"quarry\""),
-    );
-    r
 }
 
 /// Host, Origin and credentials, in that order, before anything else sees the request.
-async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
+async fn guard(State(g): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     let host = request
         .headers()
         .get(header::HOST)
@@ -189,6 +172,11 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
     if request.uri().path() == "/healthz" {
         return next.run(request).await;
     }
+    if request.uri().path().starts_with(auth::METADATA_PATH) {
+        return g.auth.metadata(request.uri().path()).unwrap_or_else(|| {
+            refuse(StatusCode::NOT_FOUND, "no protected-resource metadata here")
+        });
+    }
     let query = request
         .uri()
         .query()
@@ -203,9 +191,24 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
             "credentials go in the Authorization header only, never in the URL",
         );
     }
-    let Some(principal) = g.caller(&request) else {
-        return challenge();
+    let (principal, scopes) = match g.auth.identify(request.headers()).await {
+        Ok(found) => found,
+        Err(challenge) => return challenge,
     };
+    let posted = request.method() == Method::POST;
+    let (mut request, message) = if posted {
+        match bounds::read_message(request, g.max_body).await {
+            Ok(read) => read,
+            Err(refused) => return refused,
+        }
+    } else {
+        (request, None)
+    };
+    if let (Some(granted), Some(message)) = (&scopes, &message)
+        && let Some(refused) = g.auth.uncovered(granted, message)
+    {
+        return refused;
+    }
     let address = request
         .extensions()
         .get::<ConnectInfo<Peer>>()
@@ -226,17 +229,20 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return r;
     };
-    request
-        .extensions_mut()
-        .insert(Caller { principal, address });
-    let response = next.run(request).await;
-    // The answer may still be streaming: the permit goes with its body.
-    let (parts, body) = response.into_parts();
-    let stream = futures::StreamExt::map(body.into_data_stream(), move |chunk| {
-        let _held = &permit;
-        chunk
+    request.extensions_mut().insert(Caller {
+        principal,
+        address,
+        scopes,
     });
-    Response::from_parts(parts, axum::body::Body::from_stream(stream))
+    // A POST is one request and is bounded in time; a GET is a stream the client keeps open.
+    let id = message.and_then(|m| m.get("id").cloned());
+    bounds::within(
+        next.run(request),
+        posted.then_some(g.request_timeout),
+        id,
+        permit,
+    )
+    .await
 }
 
 /// Sessions belong to the agent that opened them, and there are at most `max_sessions`.
@@ -361,9 +367,14 @@ pub async fn serve_http(
     let guard_state = Arc::new(Guard {
         hosts: http.allowed_hosts.clone(),
         origins: http.allowed_origins.clone(),
-        keys: http.api_keys,
-        default: options.principal.clone(),
-        hasher,
+        auth: Authenticator {
+            keys: http.api_keys,
+            default: options.principal.clone(),
+            hasher,
+            oauth: http.oauth,
+        },
+        max_body: http.max_body_bytes,
+        request_timeout: http.request_timeout,
         owners: Mutex::new(HashMap::new()),
         sessions: manager.clone(),
         max_sessions: http.max_sessions,

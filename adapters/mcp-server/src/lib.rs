@@ -13,9 +13,10 @@ mod http;
 mod stdio;
 
 pub use catalogue::{
-    ADD_SERVER_TOOL, LIST_TOOL, PURGE_TOOL, READ_TOOL, REMOVE_SERVER_TOOL, VERSIONS_TOOL, catalogue,
+    ADD_SERVER_TOOL, LIST_TOOL, PURGE_TOOL, READ_TOOL, REMOVE_SERVER_TOOL, RESOURCES_SCOPE,
+    VERSIONS_TOOL, catalogue, required_scope, tool_scopes,
 };
 pub use handler::{GatewayServer, ServerOptions};
 
-pub use http::{HttpOptions, HttpServer, serve_http};
+pub use http::{HttpOptions, HttpServer, ResourceServerOptions, serve_http};
 pub use stdio::serve_stdio;

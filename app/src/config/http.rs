@@ -1,10 +1,13 @@
 //! `[http]`: serving agents over streamable HTTP — where, which Host and Origin values are
-//! accepted, how many sessions and for how long, and the API keys that name agents.
+//! accepted, how many sessions and for how long, the API keys that name agents, and the
+//! resource server that checks bearer tokens (`[http.oauth]`).
 
 use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 
 use quarry_domain::{Error, Principal};
 use serde::Deserialize;
+
+use super::resource_server::{OAuthSection, OAuthSettings};
 
 /// `[http]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -20,8 +23,10 @@ pub(super) struct HttpSection {
     max_requests_per_agent: Option<usize>,
     tls_cert_file: Option<std::path::PathBuf>,
     tls_key_file: Option<std::path::PathBuf>,
+    request_timeout_seconds: Option<u64>,
     #[serde(default)]
     api_keys: BTreeMap<String, String>,
+    oauth: Option<OAuthSection>,
 }
 
 /// How `quarry serve --http` serves.
@@ -44,8 +49,20 @@ pub struct HttpSettings {
     pub max_requests_per_agent: usize,
     /// HTTPS: the certificate chain and private key files (PEM); none: plain HTTP.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// The longest a request may take, to the end of its answer.
+    pub request_timeout: Duration,
     /// API keys by the SHA-256 (hex) of the key: the agent each names.
     pub api_keys: Vec<(String, Principal)>,
+    /// Bearer tokens from an authorization server (`[http.oauth]`).
+    pub oauth: Option<OAuthSettings>,
+}
+
+impl HttpSettings {
+    /// Whether requests must authenticate (API keys or tokens).
+    #[must_use]
+    pub fn authenticates(&self) -> bool {
+        !self.api_keys.is_empty() || self.oauth.is_some()
+    }
 }
 
 /// The loopback names a local server answers to.
@@ -76,6 +93,12 @@ impl HttpSection {
         if !(1..=10_000).contains(&per_agent) {
             return Err(Error::invalid(
                 "http.max_requests_per_agent must be between 1 and 10000",
+            ));
+        }
+        let timeout = self.request_timeout_seconds.unwrap_or(300);
+        if !(1..=3600).contains(&timeout) {
+            return Err(Error::invalid(
+                "http.request_timeout_seconds must be between 1 and 3600",
             ));
         }
         for origin in &self.allowed_origins {
@@ -122,7 +145,9 @@ impl HttpSection {
             max_body_bytes: body_kb * 1024,
             max_requests_per_agent: per_agent,
             tls,
+            request_timeout: Duration::from_secs(timeout),
             api_keys,
+            oauth: self.oauth.map(OAuthSection::settings).transpose()?,
         })
     }
 }

@@ -18,7 +18,7 @@ fn verify(dir: &Path) -> (Option<i32>, Value, String) {
 }
 
 /// `quarry audit export ARGS` on the gateway in `dir`: its stdout.
-fn export(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn export(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new(QUARRY)
         .args(["audit", "export", "--config"])
         .arg(dir.join("quarry.toml"))

@@ -36,15 +36,32 @@ impl Drop for Served {
 
 /// `quarry serve --http 127.0.0.1:0 ARGS` in `dir` with `config`; waits for its address.
 pub(crate) async fn served(dir: &Path, config: &str, args: &[&str]) -> Served {
+    served_on(dir, config, "127.0.0.1:0", args).await
+}
+
+/// `quarry serve --http ADDR ARGS` in `dir` with `config`; waits for its address.
+pub(crate) async fn served_on(dir: &Path, config: &str, addr: &str, args: &[&str]) -> Served {
+    served_env(dir, config, addr, args, &[]).await
+}
+
+/// `quarry serve --http ADDR ARGS` in `dir` with `config` and `env`; waits for its address.
+pub(crate) async fn served_env(
+    dir: &Path,
+    config: &str,
+    addr: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Served {
     std::fs::write(dir.join("quarry.toml"), config).unwrap();
     let log = std::fs::File::create(dir.join("stderr.log")).unwrap();
     let child = tokio::process::Command::new(QUARRY)
-        .args(["serve", "--http", "127.0.0.1:0", "--config"])
+        .args(["serve", "--http", addr, "--config"])
         .arg(dir.join("quarry.toml"))
         .args(args)
         .current_dir(dir)
         .env_remove("QUARRY_CONFIG")
         .env("QUARRY_STORE_PATH", dir.join("quarry.db"))
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))

@@ -259,3 +259,149 @@ async fn https_serves_tls_1_3_with_the_configured_certificate() {
     assert_eq!(out.status.code(), Some(11), "{stderr}");
     assert!(stderr.contains("[http.api_keys]"), "{stderr}");
 }
+
+// traces: TR-8 — a request's answer must end within http.request_timeout_seconds: a read the
+// upstream takes longer over is ended with a JSON-RPC error for that request (E009, naming the
+// bound) well before the upstream would have answered, and the gateway serves on.
+#[tokio::test(flavor = "multi_thread")]
+async fn tr_8_a_request_past_the_total_time_bound_gets_a_clear_error() {
+    let notes = quarry_testkit::fixture::serve_http(
+        quarry_testkit::fixture::FixtureArgs {
+            name: "notes".into(),
+            slow_ms: 4000,
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}[http]\nrequest_timeout_seconds = 1\n",
+        http_server("notes", &notes.url)
+    );
+    let gw = served(dir.path(), &config, &[]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let started = std::time::Instant::now();
+    let (status, _, body) = post(gw.addr, &host, &headers, &slow_read(41)).await;
+    let took = started.elapsed();
+    assert_eq!(status, 200);
+    assert!(body.contains(r#""id":41"#), "{body}");
+    assert!(body.contains("E009"), "{body}");
+    assert!(body.contains("http.request_timeout_seconds"), "{body}");
+    assert!(
+        took < Duration::from_millis(3000),
+        "cut at the bound: {took:?}"
+    );
+    let list = r#"{"jsonrpc":"2.0","id":42,"method":"tools/list"}"#;
+    assert_eq!(post(gw.addr, &host, &headers, list).await.0, 200);
+}
+
+/// A raw GET of `/mcp` with `headers`: the event stream, read until it ends (or 3 s).
+async fn get_stream(addr: SocketAddr, host: &str, headers: &[&str]) -> (u16, String) {
+    let mut request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\nConnection: close\r\n"
+    );
+    for h in headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(
+        Duration::from_secs(3),
+        tokio::io::AsyncReadExt::read_to_end(&mut stream, &mut answer),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+/// POSTs `body` and hangs up once the stream's first event id has come: that id.
+async fn first_event_id(addr: SocketAddr, host: &str, headers: &[&str], body: &str) -> String {
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = tokio::io::AsyncReadExt::read(&mut stream, &mut buf)
+            .await
+            .unwrap();
+        assert!(
+            n > 0,
+            "the stream ended first: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen);
+        if let Some(id) = text.lines().find_map(|l| l.strip_prefix("id: ")) {
+            assert!(!text.contains("\"result\""), "answered before the hang-up");
+            return id.to_owned();
+        }
+    }
+}
+
+// traces: TR-4, TR-5 — `Last-Event-ID` resumes only the stream it came from: a client that hung
+// up on a slow read gets its answer by resuming in its session; the same event id in another
+// session of the same agent replays nothing of it, and with another agent's key the first
+// session is 404.
+#[tokio::test(flavor = "multi_thread")]
+async fn last_event_id_resumes_only_its_own_stream() {
+    let notes = slow_fixture().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = served(dir.path(), &keyed(&http_server("notes", &notes.url)), &[]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let alice = format!("Authorization: Bearer {ALICE_KEY}");
+    let open = || async {
+        let sid = session_of(&post(gw.addr, &host, &[&alice], INITIALIZE).await.1).unwrap();
+        let header = format!("Mcp-Session-Id: {sid}");
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        assert_eq!(
+            post(gw.addr, &host, &[&alice, &header], initialized)
+                .await
+                .0,
+            202
+        );
+        header
+    };
+    let first = open().await;
+    let second = open().await;
+    let version = "MCP-Protocol-Version: 2025-11-25";
+    let id = first_event_id(gw.addr, &host, &[&alice, &first, version], &slow_read(5)).await;
+    let last = format!("Last-Event-ID: {id}");
+    let (status, other) = get_stream(gw.addr, &host, &[&alice, &second, version, &last]).await;
+    assert!(
+        !other.contains(r#""id":5"#),
+        "another session's stream: {status} {other}"
+    );
+    let bob = "Authorization: Bearer bob-key-fedcba9876543210fedcba9876543210fe";
+    let (status, _) = get_stream(gw.addr, &host, &[bob, &first, version, &last]).await;
+    assert_eq!(status, 404);
+    let (status, own) = get_stream(gw.addr, &host, &[&alice, &first, version, &last]).await;
+    assert_eq!(status, 200, "{own}");
+    assert!(own.contains(r#""id":5"#), "resumed: {own}");
+    assert!(own.contains("slow"), "the read's answer: {own}");
+}

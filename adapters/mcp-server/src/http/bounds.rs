@@ -1,0 +1,104 @@
+//! The bounds of one request: its body is read whole (within `http.max_body_kb`) so its
+//! JSON-RPC message can be checked before rmcp sees it, and its answer must end within
+//! `http.request_timeout_seconds`. An answer not begun by then is 504; an event stream still
+//! open then gets a JSON-RPC error for the request and ends. The caller's in-flight permit is
+//! held until the answer's last byte.
+
+use std::time::Duration;
+
+use axum::{
+    body::{Body, Bytes},
+    extract::Request,
+    http::{StatusCode, header},
+    response::Response,
+};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::{sync::OwnedSemaphorePermit, time::Instant};
+
+use super::refuse;
+
+/// The request with its body read, and the JSON-RPC message it holds (None when it is not
+/// JSON: rmcp answers that).
+pub(super) async fn read_message(
+    request: Request,
+    max: usize,
+) -> Result<(Request, Option<Value>), Response> {
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, max).await else {
+        return Err(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request body is larger than http.max_body_kb",
+        ));
+    };
+    let message = serde_json::from_slice(&bytes).ok();
+    Ok((Request::from_parts(parts, Body::from(bytes)), message))
+}
+
+/// The message a stream gets when its request runs out of time.
+fn timed_out(id: Option<&Value>, limit: Duration) -> Bytes {
+    let error = json!({
+        "jsonrpc": "2.0",
+        "id": id.cloned().unwrap_or(Value::Null),
+        "error": {
+            "code": -32001,
+            "message": format!(
+                "E009 the request took longer than http.request_timeout_seconds ({} s)",
+                limit.as_secs()
+            ),
+        },
+    });
+    Bytes::from(format!("event: message\ndata: {error}\n\n"))
+}
+
+/// Runs `answer` within `limit` (None: no limit, for event streams a client keeps open), its
+/// body too, holding `permit` until the body ends.
+pub(super) async fn within(
+    answer: impl Future<Output = Response>,
+    limit: Option<Duration>,
+    id: Option<Value>,
+    permit: OwnedSemaphorePermit,
+) -> Response {
+    let deadline = limit.map(|l| Instant::now() + l);
+    let response = match deadline {
+        Some(at) => match tokio::time::timeout_at(at, answer).await {
+            Ok(response) => response,
+            Err(_) => {
+                tracing::warn!("a request ran past http.request_timeout_seconds");
+                return refuse(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "E009 the request took longer than http.request_timeout_seconds",
+                );
+            }
+        },
+        None => answer.await,
+    };
+    let (parts, body) = response.into_parts();
+    let events = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    let data = body.into_data_stream();
+    let Some((deadline, limit)) = deadline.zip(limit) else {
+        let stream = data.map(move |chunk| {
+            let _held = &permit;
+            chunk
+        });
+        return Response::from_parts(parts, Body::from_stream(stream));
+    };
+    let stream = futures::stream::unfold(
+        (data, Some(permit), id),
+        move |(mut data, permit, id)| async move {
+            permit.as_ref()?;
+            tokio::select! {
+                chunk = data.next() => chunk.map(|c| (c, (data, permit, id))),
+                () = tokio::time::sleep_until(deadline) => {
+                    tracing::warn!("an answer ran past http.request_timeout_seconds; it was cut");
+                    // The error ends the stream; the permit goes with it.
+                    events.then(|| (Ok(timed_out(id.as_ref(), limit)), (data, None, None)))
+                }
+            }
+        },
+    );
+    Response::from_parts(parts, Body::from_stream(stream))
+}
