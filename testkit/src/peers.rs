@@ -78,3 +78,20 @@ pub fn python_sdk() -> (PathBuf, PathBuf) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/smoke.py");
     (python, script)
 }
+
+/// The MCP Inspector's command line (`@modelcontextprotocol/inspector@2.12.0`) and the Node 22
+/// it needs (the npm `node` package): (node, launcher script).
+///
+/// # Panics
+/// When they are not installed: run `cargo xtask peers`.
+pub fn inspector() -> (PathBuf, PathBuf) {
+    let node = dir().join("node_modules/node/bin/node");
+    let script =
+        dir().join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    assert!(
+        node.is_file() && script.is_file(),
+        "the MCP Inspector (and Node 22) are not installed under {}; run `cargo xtask peers` (the test command does)",
+        dir().display()
+    );
+    (node, script)
+}

@@ -22,7 +22,8 @@ pub(crate) struct JwtCheck {
 }
 
 impl JwtCheck {
-    pub(crate) fn new(config: &ResourceServer, client: reqwest::Client) -> Result<Self, String> {
+    /// Checks what `config` says of JWTs, before anything is built.
+    pub(crate) fn check(config: &ResourceServer) -> Result<Vec<Algorithm>, String> {
         let mut algorithms = Vec::new();
         for name in &config.algorithms {
             if !ACCEPTABLE_ALGORITHMS.contains(&name.as_str()) {
@@ -39,7 +40,15 @@ impl JwtCheck {
         if let KeySource::Url(url) = &config.keys {
             usable_url(url, "the key set URL")?;
         }
-        Ok(Self {
+        Ok(algorithms)
+    }
+
+    pub(crate) fn new(
+        config: &ResourceServer,
+        algorithms: Vec<Algorithm>,
+        client: reqwest::Client,
+    ) -> Self {
+        Self {
             resource: config.resource.clone(),
             issuer: config.issuer.clone(),
             algorithms,
@@ -51,7 +60,7 @@ impl JwtCheck {
                 config.keys_max_age,
                 config.keys_min_refetch,
             ),
-        })
+        }
     }
 
     pub(crate) async fn preload(&self) -> Result<usize, String> {

@@ -70,6 +70,10 @@ impl TokenVerifier {
     /// When the configuration cannot work: an algorithm that is not asymmetric or unknown, or an
     /// HTTP key set or endpoint beyond loopback.
     pub fn new(config: ResourceServer) -> Result<Self, String> {
+        let algorithms = jwt::JwtCheck::check(&config)?;
+        if let Some(i) = &config.introspection {
+            usable_url(&i.url, "the introspection endpoint")?;
+        }
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(5))
@@ -81,7 +85,7 @@ impl TokenVerifier {
             None => None,
         };
         Ok(Self {
-            jwt: jwt::JwtCheck::new(&config, client)?,
+            jwt: jwt::JwtCheck::new(&config, algorithms, client),
             introspection,
         })
     }
@@ -169,4 +173,61 @@ fn scopes(claims: &serde_json::Value) -> BTreeSet<String> {
         _ => {}
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn scopes_come_from_scope_and_scp() {
+        let claims = json!({"scope": "a b", "scp": ["c", "d e"]});
+        let all: Vec<String> = scopes(&claims).into_iter().collect();
+        assert_eq!(all, ["a", "b", "c", "d", "e"]);
+        assert!(scopes(&json!({"scope": 7})).is_empty());
+    }
+
+    #[test]
+    fn an_agent_name_must_be_usable() {
+        assert_eq!(
+            agent(&json!({"sub": "alice"}), "sub").unwrap(),
+            Principal::new("alice")
+        );
+        for bad in [
+            json!({}),
+            json!({"sub": ""}),
+            json!({"sub": "a\nb"}),
+            json!({"sub": 5}),
+        ] {
+            assert!(agent(&bad, "sub").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn token_endpoints_are_https_or_loopback() {
+        assert!(usable_url("https://idp.example.com/jwks", "k").is_ok());
+        assert!(usable_url("http://127.0.0.1:8080/jwks", "k").is_ok());
+        assert!(usable_url("http://localhost/jwks", "k").is_ok());
+        assert!(usable_url("http://idp.example.com/jwks", "k").is_err());
+        assert!(usable_url("file:///etc/jwks", "k").is_err());
+    }
+
+    #[test]
+    fn symmetric_algorithms_cannot_be_configured() {
+        let config = ResourceServer {
+            resource: "https://q.example/mcp".into(),
+            issuer: "https://idp.example".into(),
+            keys: KeySource::Url("https://idp.example/jwks".into()),
+            algorithms: vec!["HS256".into()],
+            leeway: Duration::from_secs(30),
+            agent_claim: "sub".into(),
+            keys_max_age: Duration::from_secs(300),
+            keys_min_refetch: Duration::from_secs(10),
+            introspection: None,
+        };
+        let e = TokenVerifier::new(config).unwrap_err();
+        assert!(e.contains("HS256"), "{e}");
+    }
 }

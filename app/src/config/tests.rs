@@ -171,3 +171,70 @@ fn encryption_cannot_be_turned_off_and_protection_is_for_http_servers() {
         e.message()
     );
 }
+
+const OAUTH: &str = "[http.oauth]\nresource = \"https://quarry.example.com/mcp\"\nissuer = \"https://idp.example.com\"\n";
+
+#[test]
+fn the_resource_server_section_has_safe_defaults() {
+    let s = load_text(&format!(
+        "{OAUTH}jwks_url = \"https://idp.example.com/jwks.json\"\n"
+    ))
+    .unwrap();
+    let oauth = s.http.oauth.clone().unwrap();
+    assert_eq!(oauth.algorithms, ["RS256", "PS256", "ES256", "EdDSA"]);
+    assert_eq!(oauth.agent_claim, "sub");
+    assert_eq!(oauth.leeway, Duration::from_secs(30));
+    assert!(oauth.required_scopes.is_empty());
+    assert!(oauth.introspection.is_none());
+    assert!(s.http.authenticates());
+    assert_eq!(s.http.request_timeout, Duration::from_secs(300));
+}
+
+#[test]
+fn resource_server_mistakes_are_named_precisely() {
+    let jwks = "jwks_url = \"https://idp.example.com/jwks.json\"\n";
+    let cases = [
+        (OAUTH.to_owned(), "from jwks_url or jwks_file"),
+        (
+            format!("{OAUTH}{jwks}jwks_file = \"k.json\"\n"),
+            "from jwks_url or jwks_file",
+        ),
+        (
+            format!("{OAUTH}jwks_url = \"http://idp.example.com/jwks.json\"\n"),
+            "http.oauth.jwks_url must be an https:// URL",
+        ),
+        (
+            format!("{OAUTH}{jwks}algorithms = [\"HS256\"]\n"),
+            "\"HS256\" is not accepted; asymmetric ones only",
+        ),
+        (
+            format!("{OAUTH}{jwks}algorithms = [\"none\"]\n"),
+            "\"none\" is not accepted",
+        ),
+        (
+            format!("{OAUTH}{jwks}required_scopes = [\"a b\"]\n"),
+            "is not a scope token",
+        ),
+        (
+            format!("{OAUTH}{jwks}introspection_url = \"https://idp.example.com/i\"\n"),
+            "go together",
+        ),
+        (
+            format!("{OAUTH}{jwks}leeway_seconds = 3600\n"),
+            "http.oauth.leeway_seconds must be at most 300",
+        ),
+        (
+            format!("{OAUTH}{jwks}client_secret = \"x\"\n"),
+            "unknown field `client_secret`",
+        ),
+        (
+            "[http]\nrequest_timeout_seconds = 0\n".to_owned(),
+            "http.request_timeout_seconds must be between 1 and 3600",
+        ),
+    ];
+    for (text, expected) in cases {
+        let e = load_text(&text).unwrap_err();
+        assert_eq!(e.code(), quarry_domain::ErrorCode::E001, "{text}");
+        assert!(e.message().contains(expected), "{text}: {}", e.message());
+    }
+}

@@ -124,6 +124,30 @@ pub(crate) async fn agent(addr: SocketAddr, key: Option<&str>) -> Client {
         .unwrap()
 }
 
+// traces: TR-1, TR-2 — curl, as an operator would try it: a foreign Host or Origin is 403,
+// and the same request with neither is answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn curl_with_a_foreign_host_or_origin_gets_403() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = served(dir.path(), "", &[]).await;
+    let url = format!("http://{}/mcp", gw.addr);
+    let curl = |extra: &[&str]| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+            .args(["-H", "Content-Type: application/json"])
+            .args(["-H", "Accept: application/json, text/event-stream"])
+            .args(extra)
+            .args(["--data", INITIALIZE, &url])
+            .output()
+            .expect("curl (Debian: apt-get install curl)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(curl(&["-H", "Host: evil.example"]), "403");
+    assert_eq!(curl(&["-H", "Origin: https://evil.example"]), "403");
+    assert_eq!(curl(&["-H", "Origin: null"]), "403");
+    assert_eq!(curl(&[]), "200");
+}
+
 // traces: TR-1 — a Host that is not allowlisted is 403 and opens no session; loopback Hosts
 // (with the port) pass.
 #[tokio::test(flavor = "multi_thread")]
@@ -188,7 +212,8 @@ async fn tr_3_a_non_loopback_address_refuses_to_start() {
     let (code, stderr) = crate::support::serve_refused(&["--http", "0.0.0.0:0"]);
     assert_eq!(code, Some(11), "{stderr}");
     assert!(
-        stderr.contains("HTTPS with API keys only") && stderr.contains("TLS-terminating proxy"),
+        stderr.contains("HTTPS with inbound authentication only")
+            && stderr.contains("TLS-terminating proxy"),
         "{stderr}"
     );
 }

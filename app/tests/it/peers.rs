@@ -1,11 +1,14 @@
 //! Real peer servers from npm behind the gateway.
 
 use base64::Engine as _;
-use quarry_testkit::peers;
+use quarry_testkit::{issuer::TestIssuer, peers};
 use rmcp::{ServiceExt, model::ClientConfig, transport::TokioChildProcess};
 use serde_json::json;
 
-use crate::support::{call, call_error, gateway};
+use crate::{
+    resource_server::{free_port, gateway as served_with_oauth, oauth, resource},
+    support::{call, call_error, gateway},
+};
 
 // The issue's acceptance: the 100-resource paginated server-everything lists all 100 and every one
 // reads correctly (odd text, even blob), byte for byte what a direct client reads.
@@ -205,31 +208,125 @@ fn the_python_sdk_lists_and_reads_through_quarry() {
     assert_eq!(summary["read"], "bytes 0-17/18");
 }
 
-// The official Python SDK over streamable HTTP, with an API key: the same smoke check as over
-// stdio (tools, listing, reads through the tools and natively).
+// The official Python SDK over streamable HTTP, once with a bearer token from the issuer and
+// once with an API key: the same smoke check as over stdio (tools, listing, reads through the
+// tools and natively).
 #[tokio::test(flavor = "multi_thread")]
-async fn the_python_sdk_lists_and_reads_over_http_with_a_key() {
+async fn the_python_sdk_lists_and_reads_over_http_with_a_token_and_a_key() {
     let (python, script) = peers::python_sdk();
+    let issuer = TestIssuer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = crate::http::keyed(&crate::support::stdio_fixture(
-        "files",
-        &["--resources", "3"],
+    let port = free_port();
+    let config = crate::http::keyed(&format!(
+        "{}{}",
+        crate::support::stdio_fixture("files", &["--resources", "3"]),
+        oauth(&issuer, port, "")
     ));
-    let gw = crate::http::served(dir.path(), &config, &[]).await;
-    let out = tokio::process::Command::new(python)
-        .arg(script)
-        .arg("--http")
-        .arg(format!("http://{}/mcp", gw.addr))
-        .arg(crate::http::ALICE_KEY)
+    let gw = served_with_oauth(dir.path(), &config, port).await;
+    let token = issuer.sign(&issuer.claims("alice", "resources:read", &resource(port)));
+    for credential in [token.as_str(), crate::http::ALICE_KEY] {
+        let out = tokio::process::Command::new(&python)
+            .arg(&script)
+            .arg("--http")
+            .arg(format!("http://{}/mcp", gw.addr))
+            .arg(credential)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(summary["native_resources"], summary["total_count"]);
+        assert_eq!(summary["read"], "bytes 0-17/18");
+    }
+}
+
+/// `mcp-inspector --cli URL --transport http ARGS` with `token`: its exit code and stdout.
+async fn inspect(url: &str, token: &str, args: &[&str]) -> (Option<i32>, String) {
+    let (node, launcher) = peers::inspector();
+    let out = tokio::process::Command::new(node)
+        .arg(launcher)
+        .args(["--cli", url, "--transport", "http", "--header"])
+        .arg(format!("Authorization: Bearer {token}"))
+        .args(args)
         .output()
         .await
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+// The MCP Inspector's command line drives `quarry serve --http` with a bearer token from the
+// issuer: the tools, a listing and a read through them, and MCP's own resources/list and
+// resources/read; a token for another audience gets nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mcp_inspector_lists_and_reads_over_http_with_a_token() {
+    let issuer = TestIssuer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = format!(
+        "{}{}",
+        crate::support::stdio_fixture("files", &["--resources", "3"]),
+        oauth(&issuer, port, "")
     );
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(summary["native_resources"], summary["total_count"]);
+    let gw = served_with_oauth(dir.path(), &config, port).await;
+    let url = format!("http://{}/mcp", gw.addr);
+    let token = issuer.sign(&issuer.claims("alice", "resources:read", &resource(port)));
+    let (code, out) = inspect(&url, &token, &["--method", "tools/list"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("list_mcp_resource_templates"), "{out}");
+    let (code, out) = inspect(
+        &url,
+        &token,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "list_mcp_resources",
+            "--tool-arg",
+            "limit=2",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("total_count"), "{out}");
+    let (code, out) = inspect(&url, &token, &["--method", "resources/list"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    let uri = out
+        .split('"')
+        .find(|s| s.starts_with("mcp://files/"))
+        .unwrap_or_else(|| panic!("no gateway URI listed: {out}"))
+        .to_owned();
+    let (code, out) = inspect(&url, &token, &["--method", "resources/read", "--uri", &uri]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("io.quarry/origin"), "{out}");
+    let (code, out) = inspect(
+        &url,
+        &token,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "read_mcp_resource",
+            "--tool-arg",
+            &format!("resource_uri={uri}"),
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("content_range"), "{out}");
+    let foreign =
+        issuer.sign(&issuer.claims("alice", "resources:read", "https://other.example/mcp"));
+    let (code, out) = inspect(&url, &foreign, &["--method", "tools/list"]).await;
+    assert_ne!(code, Some(0), "{out}");
 }

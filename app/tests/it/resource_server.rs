@@ -418,3 +418,48 @@ async fn no_log_line_contains_the_callers_token() {
         assert!(!log.contains(signature), "a token reached the log");
     }
 }
+
+// The issuer's keys from a file (`jwks_file`): its tokens pass and others' are refused; a file
+// that cannot be read refuses to start (E001), before anything listens.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_set_from_a_file_is_used_and_a_missing_one_refuses_to_start() {
+    let issuer = TestIssuer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("jwks.json");
+    std::fs::write(&keys, issuer.jwks().to_string()).unwrap();
+    issuer.set_available(false);
+    let port = free_port();
+    let config = format!(
+        "[http.oauth]\nresource = {:?}\nissuer = {:?}\njwks_file = {keys:?}\n",
+        resource(port),
+        issuer.issuer
+    );
+    let gw = gateway(dir.path(), &config, port).await;
+    let good = issuer.sign(&issuer.claims("alice", "resources:read", &resource(port)));
+    let (status, head, _) = post(gw.addr, &host(gw.addr), &[&bearer(&good)], INITIALIZE).await;
+    assert_eq!(status, 200, "{head}");
+    let rogue = issuer.sign_unknown_key(&issuer.claims("alice", "resources:read", &resource(port)));
+    let (status, _, _) = post(gw.addr, &host(gw.addr), &[&bearer(&rogue)], INITIALIZE).await;
+    assert_eq!(status, 401);
+    drop(gw);
+
+    let missing = tempfile::tempdir().unwrap();
+    let config_path = missing.path().join("quarry.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "[http.oauth]\nresource = {:?}\nissuer = {:?}\njwks_file = \"/nonexistent/jwks.json\"\n",
+            resource(port),
+            issuer.issuer
+        ),
+    )
+    .unwrap();
+    let (code, stderr) = crate::support::serve_refused(&[
+        "--http",
+        "127.0.0.1:0",
+        "--config",
+        config_path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(11), "{stderr}");
+    assert!(stderr.contains("http.oauth.jwks_file"), "{stderr}");
+}
