@@ -148,7 +148,7 @@ async fn agent_lists_across_a_stdio_and_an_http_upstream() {
     client.cancel().await.unwrap();
 }
 
-// traces: REQ-071-019, REQ-071-021, REQ-071-022, REQ-071-023, REQ-071-032
+// traces: REQ-071-019, REQ-071-021, REQ-071-022, REQ-071-023, REQ-071-032, RC-1
 #[tokio::test]
 async fn reads_return_upstream_bytes_exactly_and_the_second_read_comes_from_cache() {
     let (_dir, _notes, client) = two_upstreams().await;
@@ -287,7 +287,8 @@ async fn upstreams_without_resources_are_normal_not_failures() {
     client.cancel().await.unwrap();
 }
 
-// The aggregated resources through MCP's own resources/list, templates and read.
+// traces: RC-1 — the aggregated resources through MCP's own resources/list, templates and read,
+// each read's contents labelled with their origin and as untrusted.
 #[tokio::test]
 async fn native_resource_methods_serve_the_aggregate() {
     let (_dir, _notes, client) = two_upstreams().await;
@@ -389,5 +390,42 @@ async fn native_resource_methods_serve_the_aggregate() {
         .await
         .unwrap_err();
     assert!(format!("{forged:?}").contains("cursor"), "{forged:?}");
+    client.cancel().await.unwrap();
+}
+
+// traces: RC-3 — two servers exposing the same upstream URI never shadow each other: each has
+// its own gateway URI, its own content (cached apart) and its own origin.
+#[tokio::test]
+async fn rc_3_the_same_upstream_uri_on_two_servers_never_shadows() {
+    let notes = http_fixture("notes", 1).await;
+    let wiki = http_fixture("wiki", 1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}{}",
+        http_server("notes", &notes.url),
+        http_server("wiki", &wiki.url)
+    );
+    let client = gateway(dir.path(), &config).await;
+    let listing = call(&client, "list_mcp_resources", json!({"limit": 1000})).await;
+    let listed = uris(&listing);
+    for server in ["notes", "wiki"] {
+        let uri = format!("mcp://{server}/fixture_3A//text/hello.txt");
+        assert_eq!(
+            listed.iter().filter(|u| **u == uri).count(),
+            1,
+            "{listed:?}"
+        );
+    }
+    for _ in 0..2 {
+        for server in ["notes", "wiki"] {
+            let uri = format!("mcp://{server}/fixture_3A//text/hello.txt");
+            let read = call(&client, "read_mcp_resource", json!({"resource_uri": uri})).await;
+            assert_eq!(read["content"], fixture::hello_text(server));
+            assert_eq!(read["origin"]["server"], server);
+            assert_eq!(read["origin"]["upstream_uri"], "fixture://text/hello.txt");
+        }
+    }
+    // Each upstream was read once; the second round came from each server's own cache entry.
+    assert_eq!((notes.server.reads(), wiki.server.reads()), (1, 1));
     client.cancel().await.unwrap();
 }
