@@ -93,6 +93,10 @@ pub(crate) fn bench() -> Result<()> {
     audit.args(["bench", "-p", "quarry-store-sqlite", "--bench", "audit"]);
     audit.stdout(std::io::stderr());
     run("bench: audit append", audit)?;
+    let mut tokens = cargo();
+    tokens.args(["bench", "-p", "quarry-oauth-resource", "--bench", "verify"]);
+    tokens.stdout(std::io::stderr());
+    run("bench: bearer token checks", tokens)?;
     let policy_out = policy.output().context("bench: policy")?;
     if !policy_out.status.success() {
         bail!(
@@ -138,6 +142,16 @@ pub(crate) fn bench() -> Result<()> {
     println!(
         "\nOne audit record appended to the SQLite trail (`audit/append`, the store alone): {}\n",
         human(estimate(&root, "audit/append")?)
+    );
+    println!("\n### Bearer token checks (median, key set in memory)\n");
+    println!("| ES256 accepted | EdDSA accepted | expired, refused | other audience, refused |");
+    println!("|---|---|---|---|");
+    println!(
+        "| {} | {} | {} | {} |",
+        human(estimate(&root, "token/es256_accepted")?),
+        human(estimate(&root, "token/eddsa_accepted")?),
+        human(estimate(&root, "token/expired_refused")?),
+        human(estimate(&root, "token/other_audience_refused")?)
     );
     println!("\n### Invalidation (median)\n");
     println!(
