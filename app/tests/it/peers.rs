@@ -1,12 +1,12 @@
 //! Real peer servers from npm behind the gateway.
 
 use base64::Engine as _;
-use quarry_testkit::{issuer::TestIssuer, peers};
+use quarry_testkit::peers;
 use rmcp::{ServiceExt, model::ClientConfig, transport::TokioChildProcess};
 use serde_json::json;
 
 use crate::{
-    resource_server::{free_port, gateway as served_with_oauth, oauth, resource},
+    resource_server::{World, resource, world},
     support::{call, call_error, gateway},
 };
 
@@ -214,15 +214,19 @@ fn the_python_sdk_lists_and_reads_through_quarry() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_sdk_lists_and_reads_over_http_with_a_token_and_a_key() {
     let (python, script) = peers::python_sdk();
-    let issuer = TestIssuer::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = crate::http::keyed(&format!(
-        "{}{}",
-        crate::support::stdio_fixture("files", &["--resources", "3"]),
-        oauth(&issuer, port, "")
-    ));
-    let gw = served_with_oauth(dir.path(), &config, port).await;
+    let World {
+        issuer,
+        port,
+        gw,
+        dir: _dir,
+    } = world(
+        &crate::http::keyed(&crate::support::stdio_fixture(
+            "files",
+            &["--resources", "3"],
+        )),
+        "",
+    )
+    .await;
     let token = issuer.sign(&issuer.claims("alice", "resources:read", &resource(port)));
     for credential in [token.as_str(), crate::http::ALICE_KEY] {
         let out = tokio::process::Command::new(&python)
@@ -271,15 +275,16 @@ async fn inspect(url: &str, token: &str, args: &[&str]) -> (Option<i32>, String)
 // resources/read; a token for another audience gets nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_mcp_inspector_lists_and_reads_over_http_with_a_token() {
-    let issuer = TestIssuer::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = format!(
-        "{}{}",
-        crate::support::stdio_fixture("files", &["--resources", "3"]),
-        oauth(&issuer, port, "")
-    );
-    let gw = served_with_oauth(dir.path(), &config, port).await;
+    let World {
+        issuer,
+        port,
+        gw,
+        dir: _dir,
+    } = world(
+        &crate::support::stdio_fixture("files", &["--resources", "3"]),
+        "",
+    )
+    .await;
     let url = format!("http://{}/mcp", gw.addr);
     let token = issuer.sign(&issuer.claims("alice", "resources:read", &resource(port)));
     let (code, out) = inspect(&url, &token, &["--method", "tools/list"]).await;

@@ -44,6 +44,30 @@ pub(crate) async fn gateway(dir: &Path, config: &str, port: u16) -> Served {
     served_on(dir, config, &format!("127.0.0.1:{port}"), &[]).await
 }
 
+/// An issuer, and a gateway trusting it on its own port in its own folder.
+pub(crate) struct World {
+    pub(crate) issuer: TestIssuer,
+    pub(crate) port: u16,
+    pub(crate) gw: Served,
+    /// Held so the folder outlives the gateway.
+    pub(crate) dir: tempfile::TempDir,
+}
+
+/// A [`World`] whose configuration is `before` and `[http.oauth]` with `extra` in it.
+pub(crate) async fn world(before: &str, extra: &str) -> World {
+    let issuer = TestIssuer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = format!("{before}{}", oauth(&issuer, port, extra));
+    let gw = gateway(dir.path(), &config, port).await;
+    World {
+        issuer,
+        port,
+        gw,
+        dir,
+    }
+}
+
 pub(crate) fn bearer(token: &str) -> String {
     format!("Authorization: Bearer {token}")
 }
@@ -65,10 +89,12 @@ pub(crate) const ALL_SCOPES: &str = "resources:read cache:admin servers:admin au
 // scope to ask for; a token that is refused says why in `error_description`.
 #[tokio::test(flavor = "multi_thread")]
 async fn oa_1_no_token_gets_a_challenge_naming_the_metadata() {
-    let issuer = TestIssuer::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let gw = gateway(dir.path(), &oauth(&issuer, port, ""), port).await;
+    let World {
+        issuer: _issuer,
+        port,
+        gw,
+        dir: _dir,
+    } = world("", "").await;
     let (status, head, _) = post(gw.addr, &host(gw.addr), &[], INITIALIZE).await;
     assert_eq!(status, 401, "{head}");
     let expected = format!(
@@ -91,15 +117,12 @@ async fn oa_1_no_token_gets_a_challenge_naming_the_metadata() {
 // resource, its authorization server, every scope a tool requires, and header-only tokens.
 #[tokio::test(flavor = "multi_thread")]
 async fn oa_2_protected_resource_metadata_names_resource_issuer_and_scopes() {
-    let issuer = TestIssuer::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let gw = gateway(
-        dir.path(),
-        &oauth(&issuer, port, "required_scopes = [\"mcp\"]"),
+    let World {
+        issuer,
         port,
-    )
-    .await;
+        gw,
+        dir: _dir,
+    } = world("", "required_scopes = [\"mcp\"]").await;
     for path in [
         "/.well-known/oauth-protected-resource",
         "/.well-known/oauth-protected-resource/mcp",
@@ -130,10 +153,12 @@ async fn oa_2_protected_resource_metadata_names_resource_issuer_and_scopes() {
 // tampered signature, no subject. Tokens made right (ES256 and EdDSA) pass.
 #[tokio::test(flavor = "multi_thread")]
 async fn oa_3_tokens_for_elsewhere_or_out_of_time_or_badly_signed_are_each_401() {
-    let issuer = TestIssuer::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let gw = gateway(dir.path(), &oauth(&issuer, port, ""), port).await;
+    let World {
+        issuer,
+        port,
+        gw,
+        dir: _dir,
+    } = world("", "").await;
     let good = issuer.claims("alice", "resources:read", &resource(port));
     let with = |change: &dyn Fn(&mut Value)| {
         let mut c = good.clone();
@@ -202,16 +227,13 @@ async fn oa_3_tokens_for_elsewhere_or_out_of_time_or_badly_signed_are_each_401()
 // and the agent's own token, used to read through Quarry, never reaches the upstream.
 #[tokio::test(flavor = "multi_thread")]
 async fn oa_6_a_token_for_an_upstream_is_refused_and_the_agents_goes_no_further() {
-    let issuer = TestIssuer::start().await.unwrap();
     let notes = http_fixture("notes", 3).await;
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = format!(
-        "{}{}",
-        http_server("notes", &notes.url),
-        oauth(&issuer, port, "")
-    );
-    let gw = gateway(dir.path(), &config, port).await;
+    let World {
+        issuer,
+        port,
+        gw,
+        dir: _dir,
+    } = world(&http_server("notes", &notes.url), "").await;
     let upstreams = issuer.sign(&issuer.claims("alice", ALL_SCOPES, &notes.url));
     let (status, head, _) = post(gw.addr, &host(gw.addr), &[&bearer(&upstreams)], INITIALIZE).await;
     assert_eq!(status, 401, "{head}");
@@ -234,17 +256,14 @@ async fn oa_6_a_token_for_an_upstream_is_refused_and_the_agents_goes_no_further(
 // see: alice (notes only) reads notes and is denied wiki, whatever a tool argument says.
 #[tokio::test(flavor = "multi_thread")]
 async fn oa_7_the_tokens_subject_is_the_agent_policy_and_audit_see() {
-    let issuer = TestIssuer::start().await.unwrap();
     let notes = http_fixture("notes", 3).await;
     let wiki = http_fixture("wiki", 3).await;
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = format!(
-        "{}{}",
-        policy_config(&notes.url, &wiki.url, "root", ""),
-        oauth(&issuer, port, "")
-    );
-    let gw = gateway(dir.path(), &config, port).await;
+    let World {
+        issuer,
+        port,
+        gw,
+        dir,
+    } = world(&policy_config(&notes.url, &wiki.url, "root", ""), "").await;
     let token = issuer.sign(&issuer.claims("alice", "resources:read", &resource(port)));
     let alice = agent(gw.addr, Some(token.as_str())).await;
     call(
@@ -295,16 +314,17 @@ async fn oa_7_the_tokens_subject_is_the_agent_policy_and_audit_see() {
 // No log line holds a caller's token, accepted or refused, even at debug level.
 #[tokio::test(flavor = "multi_thread")]
 async fn no_log_line_contains_the_callers_token() {
-    let issuer = TestIssuer::start().await.unwrap();
     let notes = http_fixture("notes", 3).await;
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = format!(
-        "[logging]\nlevel = \"debug\"\n\n{}{}",
-        http_server("notes", &notes.url),
-        oauth(&issuer, port, "")
+    let before = format!(
+        "[logging]\nlevel = \"debug\"\n\n{}",
+        http_server("notes", &notes.url)
     );
-    let gw = gateway(dir.path(), &config, port).await;
+    let World {
+        issuer,
+        port,
+        gw,
+        dir,
+    } = world(&before, "").await;
     let good = issuer.sign(&issuer.claims("alice", "resources:read", &resource(port)));
     let expired = {
         let mut c = issuer.claims("alice", "resources:read", &resource(port));
@@ -338,10 +358,12 @@ async fn no_log_line_contains_the_callers_token() {
 // working with another token of alice's.
 #[tokio::test(flavor = "multi_thread")]
 async fn oa_4_tr_5_tokens_only_in_the_header_and_a_session_stays_with_its_subject() {
-    let issuer = TestIssuer::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let gw = gateway(dir.path(), &oauth(&issuer, port, ""), port).await;
+    let World {
+        issuer,
+        port,
+        gw,
+        dir: _dir,
+    } = world("", "").await;
     let token = |sub: &str| issuer.sign(&issuer.claims(sub, "resources:read", &resource(port)));
     let alice = token("alice");
     let in_url = format!(

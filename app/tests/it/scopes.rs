@@ -2,12 +2,11 @@
 //! resources methods: the read scope); a token short of them gets one 403 naming them all, and
 //! the scope each tool publishes is the one the route check demands.
 
-use quarry_testkit::issuer::TestIssuer;
 use serde_json::json;
 
 use crate::{
     http::{INITIALIZE, agent, post, session_of},
-    resource_server::{ALL_SCOPES, bearer, free_port, gateway, host, oauth, resource, tool_call},
+    resource_server::{ALL_SCOPES, World, bearer, host, resource, tool_call, world},
     support::call,
 };
 
@@ -16,15 +15,12 @@ use crate::{
 // needs and the tool's), not one at a time; with them the call goes through.
 #[tokio::test(flavor = "multi_thread")]
 async fn oa_5_oa_8_missing_scopes_are_one_403_naming_them_all() {
-    let issuer = TestIssuer::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let gw = gateway(
-        dir.path(),
-        &oauth(&issuer, port, "required_scopes = [\"mcp\"]"),
+    let World {
+        issuer,
         port,
-    )
-    .await;
+        gw,
+        dir: _dir,
+    } = world("", "required_scopes = [\"mcp\"]").await;
     let token = |scope: &str| issuer.sign(&issuer.claims("alice", scope, &resource(port)));
     let full = bearer(&token(&format!("mcp {ALL_SCOPES}")));
     let (status, head, _) = post(gw.addr, &host(gw.addr), &[&full], INITIALIZE).await;
@@ -65,10 +61,12 @@ async fn oa_5_oa_8_missing_scopes_are_one_403_naming_them_all() {
 // named, and a token with it is let through to the tool.
 #[tokio::test(flavor = "multi_thread")]
 async fn each_tools_published_scope_is_the_one_the_route_check_demands() {
-    let issuer = TestIssuer::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let gw = gateway(dir.path(), &oauth(&issuer, port, ""), port).await;
+    let World {
+        issuer,
+        port,
+        gw,
+        dir: _dir,
+    } = world("", "").await;
     let token = |scope: &str| bearer(&issuer.sign(&issuer.claims("root", scope, &resource(port))));
     let (_, head, _) = post(gw.addr, &host(gw.addr), &[&token(ALL_SCOPES)], INITIALIZE).await;
     let sid = format!("Mcp-Session-Id: {}", session_of(&head).unwrap());
