@@ -54,7 +54,14 @@ const PLACES: &[(&str, &[&str])] = &[
     ("sqlx", &["adapters/store-*"]),
     ("rmcp", &["adapters/mcp-*", "testkit"]),
     // The vault's cipher, and the OAuth client's PKCE digest, randomness and client assertions.
-    ("ring", &["adapters/crypto-ring", "adapters/mcp-client"]),
+    (
+        "ring",
+        &[
+            "adapters/crypto-ring",
+            "adapters/mcp-client",
+            "adapters/oauth-resource",
+        ],
+    ),
     ("scryer-prolog", &["adapters/policy-prolog"]),
     ("redis", &["adapters/cache-redis"]),
     ("lru", &["adapters/cache-lru"]),

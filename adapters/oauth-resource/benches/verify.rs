@@ -1,5 +1,6 @@
-//! What checking an agent's bearer token costs a request: a JWT against the issuer's key set
-//! (held in memory after the first fetch), ES256 and EdDSA, accepted and refused.
+//! What checking an agent's bearer token costs a request: a JWT seen for the first time against
+//! the issuer's key set (held in memory after the first fetch), ES256 and EdDSA; one seen before
+//! (remembered); and refusals, which are never remembered.
 //!
 //! `cargo bench -p quarry-oauth-resource --bench verify`
 
@@ -40,9 +41,32 @@ fn verify(c: &mut Criterion) {
     expired_claims["exp"] = serde_json::json!(now() - 3600);
     let expired = token(issuer.sign(&expired_claims));
     let foreign = token(issuer.sign(&issuer.claims("alice", "", "https://other.example")));
+    let serial = std::sync::atomic::AtomicU64::new(0);
+    let fresh = |eddsa: bool| {
+        let mut c = claims.clone();
+        c["jti"] = serde_json::json!(serial.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        token(if eddsa {
+            issuer.sign_eddsa(&c)
+        } else {
+            issuer.sign(&c)
+        })
+    };
+    let verifier = &verifier;
+    for (name, eddsa) in [
+        ("token/es256_first_check", false),
+        ("token/eddsa_first_check", true),
+    ] {
+        c.bench_function(name, |b| {
+            b.to_async(&rt).iter_batched(
+                || fresh(eddsa),
+                |t| async move { assert!(verifier.verify(&t).await.is_ok()) },
+                criterion::BatchSize::SmallInput,
+            );
+        });
+    }
     for (name, t, ok) in [
-        ("token/es256_accepted", &es256, true),
-        ("token/eddsa_accepted", &eddsa, true),
+        ("token/es256_remembered", &es256, true),
+        ("token/eddsa_remembered", &eddsa, true),
         ("token/expired_refused", &expired, false),
         ("token/other_audience_refused", &foreign, false),
     ] {

@@ -71,7 +71,8 @@ impl JwtCheck {
         self.keys.fetches()
     }
 
-    pub(crate) async fn verify(&self, token: &str) -> Result<Grant, BearerRefused> {
+    /// What `token` grants, and for how much longer.
+    pub(crate) async fn verify(&self, token: &str) -> Result<(Grant, Duration), BearerRefused> {
         let invalid = |why: &str| BearerRefused::Invalid(why.to_owned());
         // An `alg` outside the enum (`none` among them) fails here.
         let header = jsonwebtoken::decode_header(token).map_err(|_| {
@@ -115,9 +116,21 @@ impl JwtCheck {
                     _ => "the token cannot be decoded",
                 })
             })?;
-        Ok(Grant {
+        let grant = Grant {
             agent: agent(&data.claims, &self.agent_claim)?,
             scopes: scopes(&data.claims),
-        })
+        };
+        // How much longer the token is good for (its `exp` was checked, with the leeway).
+        let exp = data
+            .claims
+            .get("exp")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        let left = Duration::from_secs((exp + self.leeway.as_secs()).saturating_sub(now));
+        Ok((grant, left))
     }
 }

@@ -4,9 +4,14 @@
 //! key, come from the configured issuer, name this resource in `aud`, and be within `exp`/`nbf`
 //! (with a small leeway). Any other token goes to the RFC 7662 introspection endpoint when one is
 //! configured, and is refused otherwise. A key set or endpoint that cannot be reached means
-//! refusal, never acceptance.
+//! refusal, never acceptance. A verified JWT is remembered (by its SHA-256) until the sooner of its
+//! expiry and [`REMEMBER_FOR`].
 
-use std::{collections::BTreeSet, path::PathBuf, time::Duration};
+use std::{
+    collections::{BTreeSet, HashMap},
+    path::PathBuf,
+    time::{Duration, Instant},
+};
 
 use async_trait::async_trait;
 use quarry_domain::{Principal, Secret};
@@ -60,7 +65,17 @@ pub const ACCEPTABLE_ALGORITHMS: [&str; 9] = [
 pub struct TokenVerifier {
     jwt: jwt::JwtCheck,
     introspection: Option<introspect::Introspector>,
+    /// JWTs already verified, by their SHA-256, until the sooner of their expiry and
+    /// [`REMEMBER_FOR`]: a token is checked once, not on every request.
+    remembered: std::sync::Mutex<HashMap<[u8; 32], (Grant, Instant)>>,
 }
+
+/// The longest a verified JWT is taken as verified without checking it again (so a key the
+/// issuer withdraws stops being honoured within this time).
+pub const REMEMBER_FOR: Duration = Duration::from_secs(60);
+
+/// The most verified tokens remembered at once.
+const REMEMBERED_MAX: usize = 10_000;
 
 impl TokenVerifier {
     /// A verifier for `config`. The key set is fetched on first use (and a failure then refuses
@@ -87,6 +102,7 @@ impl TokenVerifier {
         Ok(Self {
             jwt: jwt::JwtCheck::new(&config, algorithms, client),
             introspection,
+            remembered: std::sync::Mutex::default(),
         })
     }
 
@@ -96,6 +112,35 @@ impl TokenVerifier {
     /// When it cannot be fetched or holds no usable key.
     pub async fn preload(&self) -> Result<usize, String> {
         self.jwt.preload().await
+    }
+
+    /// A verified token's grant, while it is remembered.
+    fn recall(&self, digest: &[u8; 32]) -> Option<Grant> {
+        let mut held = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+        match held.get(digest) {
+            Some((grant, until)) if Instant::now() < *until => Some(grant.clone()),
+            Some(_) => {
+                held.remove(digest);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Remembers a verified token for `left` (at most [`REMEMBER_FOR`]).
+    fn remember(&self, digest: [u8; 32], grant: &Grant, left: Duration) {
+        let mut held = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+        if held.len() >= REMEMBERED_MAX {
+            let now = Instant::now();
+            held.retain(|_, (_, until)| *until > now);
+            if held.len() >= REMEMBERED_MAX {
+                held.clear();
+            }
+        }
+        held.insert(
+            digest,
+            (grant.clone(), Instant::now() + left.min(REMEMBER_FOR)),
+        );
     }
 
     /// How many times the key set was fetched (or read).
@@ -110,7 +155,16 @@ impl BearerVerifier for TokenVerifier {
     async fn verify(&self, token: &Secret) -> Result<Grant, BearerRefused> {
         let raw = token.expose();
         if raw.split('.').count() == 3 {
-            return self.jwt.verify(raw).await;
+            let digest: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, raw.as_bytes())
+                .as_ref()
+                .try_into()
+                .unwrap_or([0; 32]);
+            if let Some(grant) = self.recall(&digest) {
+                return Ok(grant);
+            }
+            let (grant, left) = self.jwt.verify(raw).await?;
+            self.remember(digest, &grant, left);
+            return Ok(grant);
         }
         match &self.introspection {
             Some(i) => i.verify(raw).await,

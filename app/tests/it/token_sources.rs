@@ -142,3 +142,32 @@ async fn a_key_set_from_a_file_is_used_and_a_missing_one_refuses_to_start() {
     assert_eq!(code, Some(11), "{stderr}");
     assert!(stderr.contains("http.oauth.jwks_file"), "{stderr}");
 }
+
+// A verified token is remembered, not believed past its time: one that expires while
+// remembered is refused from then on (no leeway here), and a fresh one still passes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remembered_token_is_refused_once_it_expires() {
+    let issuer = TestIssuer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let gw = gateway(
+        dir.path(),
+        &oauth(&issuer, port, "leeway_seconds = 0"),
+        port,
+    )
+    .await;
+    let mut claims = issuer.claims("alice", "resources:read", &resource(port));
+    claims["exp"] = json!(now() + 2);
+    let short = issuer.sign(&claims);
+    for _ in 0..3 {
+        let (status, head, _) = post(gw.addr, &host(gw.addr), &[&bearer(&short)], INITIALIZE).await;
+        assert_eq!(status, 200, "{head}");
+    }
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let (status, head, _) = post(gw.addr, &host(gw.addr), &[&bearer(&short)], INITIALIZE).await;
+    assert_eq!(status, 401, "{head}");
+    assert!(head.contains("expired"), "{head}");
+    let fresh = issuer.sign(&issuer.claims("alice", "resources:read", &resource(port)));
+    let (status, _, _) = post(gw.addr, &host(gw.addr), &[&bearer(&fresh)], INITIALIZE).await;
+    assert_eq!(status, 200);
+}
