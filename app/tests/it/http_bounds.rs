@@ -405,3 +405,44 @@ async fn last_event_id_resumes_only_its_own_stream() {
     assert!(own.contains(r#""id":5"#), "resumed: {own}");
     assert!(own.contains("slow"), "the read's answer: {own}");
 }
+
+// traces: TR-8 — header sizes are bounded: a request with 1 MiB of header, or with 500 header
+// lines, is refused (431) without taking the gateway down; the next request is answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn tr_8_oversized_headers_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = served(dir.path(), "", &[]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let big = format!("X-Filler: {}", "a".repeat(1024 * 1024));
+    let many: Vec<String> = (0..500).map(|i| format!("X-Filler-{i}: x")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    for headers in [vec![big.as_str()], many] {
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nConnection: close\r\n",
+            INITIALIZE.len()
+        );
+        for h in &headers {
+            request.push_str(h);
+            request.push_str("\r\n");
+        }
+        request.push_str("\r\n");
+        request.push_str(INITIALIZE);
+        let mut stream = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+        // The gateway may stop reading once the bound is passed: a failed write is fine.
+        let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes()).await;
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::io::AsyncReadExt::read_to_end(&mut stream, &mut answer),
+        )
+        .await;
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.starts_with("HTTP/1.1 431"),
+            "{} headers: {:?}",
+            headers.len(),
+            answer.lines().next()
+        );
+    }
+    assert_eq!(post(gw.addr, &host, &[], INITIALIZE).await.0, 200);
+}
