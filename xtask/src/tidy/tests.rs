@@ -190,12 +190,12 @@ fn each_technology_lives_in_its_own_place_by_manifest_path() {
         (
             "quarry-usecases",
             "ring",
-            "quarry-usecases (app/usecases) must not depend on ring (only adapters/crypto-ring, adapters/mcp-client may)",
+            "quarry-usecases (app/usecases) must not depend on ring (only adapters/crypto-ring, adapters/mcp-client, adapters/oauth-resource may)",
         ),
         (
             "quarry-store-sqlite",
             "ring",
-            "quarry-store-sqlite (adapters/store-sqlite) must not depend on ring (only adapters/crypto-ring, adapters/mcp-client may)",
+            "quarry-store-sqlite (adapters/store-sqlite) must not depend on ring (only adapters/crypto-ring, adapters/mcp-client, adapters/oauth-resource may)",
         ),
         (
             "quarry",
@@ -211,6 +211,11 @@ fn each_technology_lives_in_its_own_place_by_manifest_path() {
             "quarry-mcp-client",
             "axum",
             "quarry-mcp-client (adapters/mcp-client) must not depend on axum (only adapters/mcp-server, adapters/operator-http, testkit may)",
+        ),
+        (
+            "quarry-mcp-client",
+            "jsonwebtoken",
+            "quarry-mcp-client (adapters/mcp-client) must not depend on jsonwebtoken (only adapters/oauth-resource, testkit may)",
         ),
     ] {
         assert_breaks(&with(who, &[tech]), want);
