@@ -21,10 +21,12 @@ pub const REMOVE_SERVER_TOOL: &str = "remove_mcp_server";
 
 mod audit;
 mod auth;
+mod scopes;
 mod templates;
 
 pub(crate) use audit::AUDIT_EXPORT_TOOL;
 pub(crate) use auth::{CONFIGURE_AUTH_TOOL, REFRESH_AUTH_TOOL, REMOVE_AUTH_TOOL, TEST_AUTH_TOOL};
+pub use scopes::{RESOURCES_SCOPE, required_scope, tool_scopes};
 pub(crate) use templates::TEMPLATES_TOOL;
 
 const DRAFT: &str = "https://json-schema.org/draft/2020-12/schema";
@@ -433,37 +435,3 @@ pub fn catalogue() -> Vec<Tool> {
 
 #[cfg(test)]
 mod tests;
-
-/// The scope MCP's own resource methods (`resources/list`, `resources/read`, …) require: the
-/// one the read-only tools require.
-pub const RESOURCES_SCOPE: &str = "resources:read";
-
-/// The scope each published tool requires, by name, as its `_meta` says.
-fn scopes_by_tool() -> &'static std::collections::HashMap<String, String> {
-    static SCOPES: std::sync::OnceLock<std::collections::HashMap<String, String>> =
-        std::sync::OnceLock::new();
-    SCOPES.get_or_init(|| {
-        catalogue()
-            .into_iter()
-            .filter_map(|t| {
-                let scope = t.meta.as_ref()?.0.get(SCOPE_KEY)?.as_str()?.to_owned();
-                Some((t.name.into_owned(), scope))
-            })
-            .collect()
-    })
-}
-
-/// The scope tool `name` requires; None for a tool Quarry does not publish.
-#[must_use]
-pub fn required_scope(name: &str) -> Option<&'static str> {
-    scopes_by_tool().get(name).map(String::as_str)
-}
-
-/// Every scope some tool requires, sorted.
-#[must_use]
-pub fn tool_scopes() -> Vec<&'static str> {
-    let mut all: Vec<&str> = scopes_by_tool().values().map(String::as_str).collect();
-    all.sort_unstable();
-    all.dedup();
-    all
-}
