@@ -6,6 +6,7 @@
 
 mod audit;
 mod backoff;
+mod cache_hint;
 mod circuit;
 mod classify;
 mod content;
@@ -29,6 +30,7 @@ pub use audit::{
     canonical_entry, canonical_json, chain_material, verify_chain,
 };
 pub use backoff::{Backoff, RetryPolicy};
+pub use cache_hint::{CacheHint, CacheScope};
 pub use circuit::Circuit;
 pub use classify::{ClassificationRule, Classified, Classifier};
 pub use content::{Body, Content};
