@@ -104,6 +104,8 @@ impl HttpServer {
 struct Guard {
     hosts: Vec<String>,
     origins: Vec<String>,
+    /// `https` with TLS, else `http`: a page of Quarry's own origin is `{scheme}://{Host}`.
+    scheme: &'static str,
     auth: Authenticator,
     max_body: usize,
     request_timeout: Duration,
@@ -146,10 +148,19 @@ impl Guard {
     fn origin_allowed(&self, origin: &str) -> bool {
         origin != "null" && self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
     }
+
+    /// Whether `origin` is Quarry's own (this scheme and the allowlisted `Host` the request
+    /// names): a page it served itself, which no rebinding can fake once the Host is checked.
+    fn same_origin(&self, origin: &str, host: &str) -> bool {
+        origin
+            .strip_prefix(self.scheme)
+            .and_then(|rest| rest.strip_prefix("://"))
+            .is_some_and(|h| !host.is_empty() && h.eq_ignore_ascii_case(host))
+    }
 }
 
 /// Host, Origin and credentials, in that order, before anything else sees the request.
-async fn guard(State(g): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
     let host = request
         .headers()
         .get(header::HOST)
@@ -161,13 +172,18 @@ async fn guard(State(g): State<Arc<Guard>>, request: Request, next: Next) -> Res
             "this Host is not served here (http.allowed_hosts)",
         );
     }
-    if let Some(origin) = request.headers().get(header::ORIGIN)
-        && !origin.to_str().is_ok_and(|o| g.origin_allowed(o))
-    {
-        return refuse(
-            StatusCode::FORBIDDEN,
-            "this Origin is not allowed (http.allowed_origins)",
-        );
+    if let Some(origin) = request.headers().get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("null");
+        if g.same_origin(origin, host) {
+            // Quarry's own origin is as good as none: rmcp, which only knows the allowlist,
+            // is not shown it.
+            request.headers_mut().remove(header::ORIGIN);
+        } else if !g.origin_allowed(origin) {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "this Origin is not allowed (http.allowed_origins)",
+            );
+        }
     }
     if request.uri().path() == "/healthz" {
         return next.run(request).await;
@@ -367,6 +383,7 @@ pub async fn serve_http(
     let guard_state = Arc::new(Guard {
         hosts: http.allowed_hosts.clone(),
         origins: http.allowed_origins.clone(),
+        scheme: if tls.is_some() { "https" } else { "http" },
         auth: Authenticator {
             keys: http.api_keys,
             default: options.principal.clone(),
@@ -390,7 +407,7 @@ pub async fn serve_http(
         .with_cancellation_token(ended.clone());
     config.sse_keep_alive = Some(Duration::from_secs(15));
     let service: StreamableHttpService<GatewayServer, Sessions> =
-        StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
+        StreamableHttpService::new(move || Ok(handler.for_session()), manager, config);
     let router = Router::new()
         .nest_service("/mcp", service)
         .merge(extra)
