@@ -44,10 +44,12 @@ use rmcp::{
 };
 
 mod args;
+mod conformance;
 mod content;
 mod serve;
 
 pub use args::FixtureArgs;
+pub use conformance::{PNG, STATIC_TEXT};
 pub use content::{SNOW, big_text, blob_bytes, counter_text, hello_text, item_text, sized_text};
 pub use serve::{
     HttpFixture, program, serve_http, serve_http_oauth, serve_https, serve_https_oauth, serve_stdio,
@@ -205,6 +207,9 @@ impl FixtureServer {
                     .with_size(u64::from(self.args.big_kb) * 1024),
             );
         }
+        if self.args.conformance {
+            out.extend(conformance::resources());
+        }
         out.extend((1..=self.grown.load(Ordering::SeqCst)).map(|n| {
             Resource::new(format!("fixture://grown/{n}"), format!("grown-{n}"))
                 .with_mime_type("text/plain")
@@ -213,6 +218,11 @@ impl FixtureServer {
     }
 
     fn read(&self, uri: &str) -> Result<ResourceContents, ErrorData> {
+        if self.args.conformance
+            && let Some(contents) = conformance::read(uri)
+        {
+            return Ok(contents);
+        }
         let text = |t: String| ResourceContents::TextResourceContents {
             uri: uri.to_owned(),
             mime_type: Some("text/plain".into()),
@@ -327,10 +337,14 @@ impl ServerHandler for FixtureServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(ListResourceTemplatesResult::with_all_items(vec![
+        let mut templates = vec![
             ResourceTemplate::new("fixture://item/{n}", "item").with_mime_type("text/plain"),
             ResourceTemplate::new("fixture://sized/{n}", "sized").with_mime_type("text/plain"),
-        ]))
+        ];
+        if self.args.conformance {
+            templates.extend(conformance::templates());
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
     async fn read_resource(
