@@ -282,6 +282,8 @@ pub async fn serve(
     let options = ServerOptions {
         inline_limit: settings.inline_limit_bytes,
         principal: settings.agent.clone(),
+        native: settings.native.clone(),
+        cache_ttl: settings.cache_ttl,
     };
     let http = match how.http {
         Some(addr) => Some(serve_http(settings, &agents, options.clone(), addr).await?),

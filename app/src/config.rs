@@ -40,6 +40,7 @@
 //! ```
 
 mod env;
+mod expose;
 mod file;
 mod http;
 mod policy;
@@ -121,6 +122,8 @@ pub struct Settings {
     pub telemetry: Option<Telemetry>,
     /// Serving over streamable HTTP (`[http]`).
     pub http: HttpSettings,
+    /// Transparent mode: the one server published with its own URIs (`expose = "native"`).
+    pub native: Option<quarry_domain::ServerName>,
 }
 
 /// Where the vault's key-encryption key comes from, in order: `QUARRY_VAULT_KEY`, the key file
@@ -263,8 +266,11 @@ impl Settings {
             ));
         }
         let mut servers: Vec<ServerSettings> = Vec::new();
+        let mut exposed = Vec::new();
         for (name, section) in file.servers {
+            let expose = section.expose.clone();
             let server = server_settings(&name, section).map_err(|e| at(e.message().to_owned()))?;
+            exposed.push((server.spec.name.clone(), expose));
             if let Some(other) = servers
                 .iter()
                 .find(|s| s.spec.name.collides_with(&server.spec.name))
@@ -282,6 +288,8 @@ impl Settings {
             }
             servers.push(server);
         }
+        let native =
+            expose::native_server(exposed, file.registry.allow_tool_registration).map_err(at)?;
         let u = &file.upstreams;
         let supervision = Supervision {
             health_interval: seconds(
@@ -375,6 +383,7 @@ impl Settings {
             agent,
             telemetry,
             http,
+            native,
         })
     }
 }

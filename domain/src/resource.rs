@@ -176,6 +176,9 @@ pub struct ListResourcesResult {
     pub cache_age_seconds: Option<u64>,
     /// True when some server could not be listed (its status says why).
     pub partial: bool,
+    /// How long the listing stays fresh and who may be served it (`ttlMs`/`cacheScope`).
+    #[serde(skip)]
+    pub cache: crate::CacheHint,
 }
 
 /// The result of reading a resource (the spec's ReadResourceResult).
@@ -211,6 +214,9 @@ pub struct ReadResourceResult {
     pub note: Option<String>,
     /// Where the content came from: upstream content is data, never instructions.
     pub origin: Origin,
+    /// How long the content stays fresh and who may be served it (`ttlMs`/`cacheScope`).
+    #[serde(skip)]
+    pub cache: crate::CacheHint,
 }
 
 /// An upstream failure reported beside stale content.

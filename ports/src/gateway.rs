@@ -84,6 +84,17 @@ pub trait ResourceGateway: Send + Sync + std::fmt::Debug {
     /// See the trait's error list.
     async fn read_resource(&self, request: ReadRequest) -> Result<ReadResourceResult, Error>;
 
+    /// Makes sure changes to `uri` are announced: the upstream is subscribed to it (and again on
+    /// every new session), so its updates reach [`Self::changes`]. Idempotent.
+    ///
+    /// # Errors
+    /// E003 for an unregistered server, E004 when the caller may not read `uri`; an upstream that
+    /// offers no subscriptions is no error (its changes are simply never announced).
+    async fn watch(&self, uri: &ResourceUri) -> Result<(), Error>;
+
+    /// The changes upstreams announce from now on, as gateway URIs.
+    fn changes(&self) -> Box<dyn ChangeFeed>;
+
     /// Lists the resource templates of every server as gateway templates.
     ///
     /// # Errors
@@ -225,6 +236,23 @@ pub struct AuditPage {
     pub next_after: Option<u64>,
 }
 
+/// A change an upstream announced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceChange {
+    /// One resource changed (`notifications/resources/updated`).
+    Updated(ResourceUri),
+    /// A server's list of resources changed (`notifications/resources/list_changed`).
+    ListChanged(ServerName),
+}
+
+/// A stream of [`ResourceChange`]s, from the moment it was asked for.
+#[async_trait]
+pub trait ChangeFeed: Send {
+    /// The next change; `None` once the gateway has stopped. A reader too slow to keep up
+    /// misses changes rather than holding the gateway back (they are logged).
+    async fn next(&mut self) -> Option<ResourceChange>;
+}
+
 /// A resource template as Quarry publishes it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GatewayTemplate {
@@ -232,6 +260,9 @@ pub struct GatewayTemplate {
     pub server: ServerName,
     /// `mcp://{server}/...{expr}...`
     pub uri_template: String,
+    /// The template as the server gives it (how it is published in transparent mode).
+    #[serde(skip)]
+    pub upstream_template: String,
     /// Its name.
     pub name: String,
     /// Its description.

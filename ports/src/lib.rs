@@ -28,8 +28,8 @@ pub use bearer::{BearerRefused, BearerVerifier, Grant};
 pub use cache::{CacheStats, CachedContent, ContentCache};
 pub use clock::Clock;
 pub use gateway::{
-    AgentGateways, AuditPage, GatewayTemplate, PurgeReport, ReadRequest, RemovedServer,
-    RequestMeta, Requester, ResourceGateway,
+    AgentGateways, AuditPage, ChangeFeed, GatewayTemplate, PurgeReport, ReadRequest, RemovedServer,
+    RequestMeta, Requester, ResourceChange, ResourceGateway,
 };
 pub use hashing::ContentHasher;
 pub use key::ResourceKey;

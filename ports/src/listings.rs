@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use quarry_domain::{ResourceType, ServerName, Timestamp};
+use quarry_domain::{CacheScope, ResourceType, ServerName, Timestamp};
 
 use crate::UpstreamResource;
 
@@ -33,6 +33,8 @@ pub struct CachedListing {
     pub fetched_at: Timestamp,
     /// When it stops being fresh.
     pub expires_at: Timestamp,
+    /// Who may be served it: private when the upstream said so.
+    pub scope: CacheScope,
 }
 
 /// Every server's cached listing.

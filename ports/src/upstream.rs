@@ -3,7 +3,9 @@
 use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use quarry_domain::{Content, Error, ErrorCode, ServerName, ServerSpec, Timestamp, UpstreamAuth};
+use quarry_domain::{
+    CacheHint, Content, Error, ErrorCode, ServerName, ServerSpec, Timestamp, UpstreamAuth,
+};
 
 /// Why an upstream call failed. Adapters map their library's errors to these once, at the seam.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -117,6 +119,9 @@ pub struct UpstreamListing {
     pub skipped: u64,
     /// Why the first of them was left out.
     pub skip_reason: Option<String>,
+    /// What the upstream said of how long the listing stays fresh and who may share it (MCP
+    /// 2026-07-28 `ttlMs`/`cacheScope`, the shortest and narrowest of its pages), if it said.
+    pub hint: Option<CacheHint>,
 }
 
 /// Content as an upstream returned it, with the upstream's caching hints (MCP 2026-07-28).

@@ -9,7 +9,10 @@ use std::{
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use quarry_domain::{Body, Content, ServerSpec, Timestamp, sanitize_label, sanitize_mime_type};
+use quarry_domain::{
+    Body, CacheHint, CacheScope as DomainScope, Content, ServerSpec, Timestamp, sanitize_label,
+    sanitize_mime_type,
+};
 use quarry_ports::{
     Fetched, TraceContext, UpstreamError, UpstreamListing, UpstreamResource, UpstreamSession,
     UpstreamTemplate,
@@ -157,6 +160,16 @@ fn parse_time(text: Option<&String>) -> Option<Timestamp> {
         .map(|t| t.with_timezone(&chrono::Utc))
 }
 
+/// What a 2026-07-28 upstream said of a result's freshness, when it gave a `ttlMs` (a scope
+/// alone says nothing of how long: Quarry's own TTL applies). A missing scope is private.
+fn hint_of(ttl_ms: Option<u64>, scope: Option<CacheScope>) -> Option<CacheHint> {
+    let scope = match scope {
+        Some(CacheScope::Public) => DomainScope::Public,
+        _ => DomainScope::Private,
+    };
+    ttl_ms.map(|ms| CacheHint::new(Duration::from_millis(ms), scope))
+}
+
 fn optional_label(text: Option<&String>) -> Option<String> {
     text.map(|t| sanitize_label(t))
 }
@@ -173,9 +186,16 @@ impl UpstreamSession for RmcpSession {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
+        // The listing is as fresh as its least fresh page, and private if any page is.
+        let said: SyncMutex<Option<CacheHint>> = SyncMutex::new(None);
+        let said_ref = &said;
         let listed = self
             .paginate(|params| async move {
                 let page = peer.list_resources(params).await?;
+                if let Some(hint) = hint_of(page.ttl_ms, page.cache_scope) {
+                    let mut held = said_ref.lock().unwrap_or_else(|e| e.into_inner());
+                    *held = Some(held.map_or(hint, |h| h.and(hint)));
+                }
                 Ok((page.resources, page.next_cursor))
             })
             .await;
@@ -210,6 +230,7 @@ impl UpstreamSession for RmcpSession {
             truncated,
             skipped,
             skip_reason,
+            hint: said.into_inner().unwrap_or_else(|e| e.into_inner()),
         })
     }
 

@@ -2,23 +2,23 @@
 
 use std::sync::Arc;
 
-use quarry_domain::{
-    Error, ErrorCode, ListQuery, PageLimit, Principal, Resource as DomainResource, ResourceUri,
-};
-use quarry_ports::{AgentGateways, ReadRequest, RequestMeta, ResourceGateway};
+use std::time::Duration;
+
+use quarry_domain::{CacheHint, CacheScope, Error, Principal, ServerName};
+use quarry_ports::{AgentGateways, RequestMeta, ResourceGateway};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        Annotations, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-        Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-        ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
-        ServerConfig,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
     },
-    service::RequestContext,
+    service::{NotificationContext, RequestContext, SubscriptionContext},
 };
 use serde_json::{Value, json};
 
+mod resources;
 mod tools;
 
 use crate::{
@@ -29,9 +29,6 @@ use crate::{
         VERSIONS_TOOL, catalogue,
     },
 };
-
-/// Page size of the native `resources/list`.
-const NATIVE_PAGE: i64 = 100;
 
 const INSTRUCTIONS: &str = "Quarry aggregates the resources of many MCP servers. Call \
 list_mcp_resources to discover them (newest first, filter by server or type, page with \
@@ -45,6 +42,11 @@ pub struct ServerOptions {
     pub inline_limit: u64,
     /// Who requests on this server are for (on stdio, one configured principal).
     pub principal: Principal,
+    /// Transparent mode: the one server whose resources are published with their own URIs
+    /// (`expose = "native"`); `None` publishes gateway URIs.
+    pub native: Option<ServerName>,
+    /// How long content stays fresh in Quarry's cache: the catalogue's caching hint.
+    pub cache_ttl: Duration,
 }
 
 impl Default for ServerOptions {
@@ -52,6 +54,8 @@ impl Default for ServerOptions {
         Self {
             inline_limit: 32 * 1024,
             principal: Principal::local(),
+            native: None,
+            cache_ttl: Duration::from_secs(300),
         }
     }
 }
@@ -63,6 +67,8 @@ pub struct GatewayServer {
     /// Over HTTP, each caller's own gateway (the transport says who calls).
     agents: Option<Arc<dyn AgentGateways>>,
     options: ServerOptions,
+    /// What this session subscribed to (2025-11-25 `resources/subscribe`).
+    subscribed: resources::Subscribed,
 }
 
 /// Who an HTTP request is from, as the transport's authentication found: put in the request's
@@ -106,6 +112,15 @@ impl GatewayServer {
             gateway,
             agents: None,
             options,
+            subscribed: resources::Subscribed::default(),
+        }
+    }
+
+    /// The server for a new session: the same gateway, no subscriptions yet.
+    pub(crate) fn for_session(&self) -> Self {
+        Self {
+            subscribed: resources::Subscribed::default(),
+            ..self.clone()
         }
     }
 
@@ -120,6 +135,7 @@ impl GatewayServer {
             gateway,
             agents: Some(agents),
             options,
+            subscribed: resources::Subscribed::default(),
         }
     }
 
@@ -144,6 +160,7 @@ impl GatewayServer {
             gateway: gateway.for_request(meta),
             agents: None,
             options,
+            subscribed: self.subscribed.clone(),
         }
     }
 }
@@ -180,42 +197,14 @@ fn tool_error(error: &Error, uri: Option<String>) -> CallToolResult {
     result
 }
 
-/// A JSON-RPC error for the native resource methods, carrying the E-code in `data`.
-fn protocol_error(error: &Error) -> ErrorData {
-    let data = Some(json!({"error_code": error.code().as_str()}));
-    let message = error.to_string();
-    match error.code() {
-        ErrorCode::E001 => ErrorData::invalid_params(message, data),
-        ErrorCode::E002 => ErrorData::resource_not_found(message, data),
-        _ => ErrorData::internal_error(message, data),
-    }
-}
-
-fn native_resource(r: DomainResource) -> Resource {
-    let mut out = Resource::new(r.uri.as_str(), r.name);
-    if let Some(mime) = r.mime_type {
-        out = out.with_mime_type(mime);
-    }
-    if let Some(size) = r.size {
-        out = out.with_size(size);
-    }
-    if let Some(Value::String(d)) = r.metadata.get("description") {
-        out = out.with_description(d.clone());
-    }
-    if let Some(modified) = r.modified_at {
-        let mut annotations = Annotations::default();
-        annotations.last_modified = Some(modified.to_rfc3339());
-        out = out.with_annotations(annotations);
-    }
-    out
-}
-
 impl ServerHandler for GatewayServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_resources_subscribe()
+                .enable_resources_list_changed()
                 .build(),
         )
         .with_server_info(Implementation::new("quarry", env!("CARGO_PKG_VERSION")))
@@ -227,7 +216,10 @@ impl ServerHandler for GatewayServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(catalogue()))
+        // The catalogue is fixed for the life of the process and the same for every caller.
+        Ok(ListToolsResult::with_all_items(catalogue())
+            .with_ttl_ms(CacheHint::new(self.options.cache_ttl, CacheScope::Public).ttl_ms())
+            .with_cache_scope(rmcp::model::CacheScope::Public))
     }
 
     async fn call_tool(
@@ -297,30 +289,7 @@ impl ServerHandler for GatewayServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let offset = match request.and_then(|r| r.cursor) {
-            None => 0,
-            Some(cursor) => cursor
-                .parse::<u64>()
-                .map_err(|_| ErrorData::invalid_params("E001: unknown cursor", None))?,
-        };
-        let query = ListQuery {
-            limit: PageLimit::new(NATIVE_PAGE).map_err(|e| protocol_error(&e))?,
-            offset,
-            ..ListQuery::default()
-        };
-        let result = self
-            .scoped(&context)
-            .await
-            .gateway
-            .list_resources(query)
-            .await
-            .map_err(|e| protocol_error(&e))?;
-        let next = offset + result.resources.len() as u64;
-        let mut page = ListResourcesResult::with_all_items(
-            result.resources.into_iter().map(native_resource).collect(),
-        );
-        page.next_cursor = (next < result.total_count).then(|| next.to_string());
-        Ok(page)
+        self.native_list(request, &context).await
     }
 
     async fn list_resource_templates(
@@ -328,28 +297,7 @@ impl ServerHandler for GatewayServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let templates = self
-            .scoped(&context)
-            .await
-            .gateway
-            .list_templates()
-            .await
-            .map_err(|e| protocol_error(&e))?;
-        Ok(ListResourceTemplatesResult::with_all_items(
-            templates
-                .into_iter()
-                .map(|t| {
-                    let mut out = ResourceTemplate::new(t.uri_template, t.name);
-                    if let Some(d) = t.description {
-                        out = out.with_description(d);
-                    }
-                    if let Some(m) = t.mime_type {
-                        out = out.with_mime_type(m);
-                    }
-                    out
-                })
-                .collect(),
-        ))
+        self.native_templates(&context).await
     }
 
     async fn read_resource(
@@ -357,37 +305,40 @@ impl ServerHandler for GatewayServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let uri = ResourceUri::parse(&request.uri).map_err(|e| protocol_error(&e))?;
-        let me = self.scoped(&context).await;
-        let read = ReadRequest {
-            principal: me.options.principal.clone(),
-            ..ReadRequest::whole(uri)
-        };
-        let result = me
-            .gateway
-            .read_resource(read)
-            .await
-            .map_err(|e| protocol_error(&e))?;
-        // Where it came from, and that it is data from a third party, not instructions.
-        let mut meta = rmcp::model::MetaObject::default();
-        meta.insert(
-            ORIGIN_KEY.into(),
-            serde_json::to_value(&result.origin).unwrap_or(Value::Null),
-        );
-        let contents = match (result.content, result.bytes_content) {
-            (Some(text), _) => ResourceContents::TextResourceContents {
-                uri: request.uri,
-                mime_type: result.mime_type,
-                text,
-                meta: Some(meta),
-            },
-            (None, blob) => ResourceContents::BlobResourceContents {
-                uri: request.uri,
-                mime_type: result.mime_type,
-                blob: blob.unwrap_or_default(),
-                meta: Some(meta),
-            },
-        };
-        Ok(ReadResourceResult::new(vec![contents]).into())
+        self.native_read(request, &context).await
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.native_subscribe(request.uri, &context).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.native_unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.forward_changes(context.peer);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(self.accepted_filter(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.listen_changes(context).await
     }
 }

@@ -159,6 +159,8 @@ pub(super) struct ServerSection {
     pub(super) tls_min_version: Option<String>,
     #[serde(default)]
     pub(super) oauth_allow_private_network: bool,
+    /// `"gateway"` (default) or `"native"` (transparent mode, one server only).
+    pub(super) expose: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

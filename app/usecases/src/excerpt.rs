@@ -3,7 +3,8 @@
 
 use base64::Engine as _;
 use quarry_domain::{
-    Body, Content, Error, Origin, ReadResourceResult, ResourceVersion, Timestamp, UpstreamFailure,
+    Body, CacheHint, Content, Error, Origin, ReadResourceResult, ResourceVersion, Timestamp,
+    UpstreamFailure,
 };
 use quarry_ports::ReadRequest;
 
@@ -13,6 +14,8 @@ pub(crate) struct Provenance {
     pub(crate) cached_at: Option<Timestamp>,
     pub(crate) stale: Option<Error>,
     pub(crate) version: Option<ResourceVersion>,
+    /// How long the answer stays fresh, and for whom.
+    pub(crate) cache: CacheHint,
 }
 
 /// The result of `request` over `content`.
@@ -72,5 +75,6 @@ pub(crate) fn excerpt(
         next_offset: (slice.end() < asked.end()).then_some(slice.end()),
         note,
         origin: Origin::of(&request.uri),
+        cache: how.cache,
     })
 }

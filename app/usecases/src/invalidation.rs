@@ -8,8 +8,14 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use quarry_domain::ServerName;
-use quarry_ports::{ContentCache, InvalidationBus, ListingCache, ResourceKey, UpstreamObserver};
+use quarry_domain::{ResourceUri, ServerName};
+use quarry_ports::{
+    ChangeFeed, ContentCache, InvalidationBus, ListingCache, ResourceChange, ResourceKey,
+    UpstreamObserver,
+};
+use tokio::sync::broadcast;
+
+use crate::watch::{FEED_DEPTH, Feed};
 
 /// The application's observer of upstream notifications.
 #[derive(Debug)]
@@ -17,6 +23,8 @@ pub(crate) struct Invalidator {
     cache: Arc<dyn ContentCache>,
     listings: Arc<dyn ListingCache>,
     bus: Arc<dyn InvalidationBus>,
+    /// What upstreams announced, for the agents subscribed to it.
+    changes: broadcast::Sender<ResourceChange>,
 }
 
 impl Invalidator {
@@ -29,7 +37,13 @@ impl Invalidator {
             cache,
             listings,
             bus,
+            changes: broadcast::channel(FEED_DEPTH).0,
         }
+    }
+
+    /// The changes announced from now on.
+    pub(crate) fn feed(&self) -> Box<dyn ChangeFeed> {
+        Box::new(Feed(self.changes.subscribe()))
     }
 
     /// The server's invalidation epoch: capture it before a fetch, compare after. `None` when
@@ -49,6 +63,9 @@ impl Invalidator {
         self.bus.advance(server).await;
         self.cache.purge(Some(server.clone())).await;
         self.listings.drop_listings(Some(server.clone())).await;
+        let _ = self
+            .changes
+            .send(ResourceChange::ListChanged(server.clone()));
     }
 }
 
@@ -59,6 +76,10 @@ impl UpstreamObserver for Invalidator {
         self.cache
             .invalidate(&ResourceKey::new(server.clone(), upstream_uri))
             .await;
+        // No session listening is no error; a URI that makes no gateway URI is no resource.
+        if let Ok(uri) = ResourceUri::new(server.clone(), upstream_uri) {
+            let _ = self.changes.send(ResourceChange::Updated(uri));
+        }
     }
 
     async fn resources_changed(&self, server: &ServerName) {

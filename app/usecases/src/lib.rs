@@ -40,6 +40,7 @@ mod upstream;
 mod upstreams;
 mod vault;
 mod versions;
+mod watch;
 
 pub use audited::{Accounts, Audited};
 pub use export::{MAX_EXPORT_PAGE, select_records};

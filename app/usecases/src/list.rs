@@ -11,10 +11,10 @@ use std::{
 };
 
 use quarry_domain::{
-    Error, ListQuery, ListResourcesResult, Listed, Resource, ResourceType, ResourceUri, ServerName,
-    ServerStatus, Timestamp, VersionNumber, sanitize_label, sort_and_page, template_to_gateway,
+    CacheHint, CacheScope, Error, ListQuery, ListResourcesResult, Listed, Resource, ResourceType,
+    ResourceUri, ServerName, Timestamp, VersionNumber, sanitize_label, sort_and_page,
 };
-use quarry_ports::{CachedListing, GatewayTemplate, ListedEntry, UpstreamError};
+use quarry_ports::{CachedListing, ListedEntry, UpstreamError};
 use serde_json::{Map, Value};
 
 use crate::{
@@ -22,9 +22,32 @@ use crate::{
     upstream::{Attempts, Upstream},
 };
 
-/// What one server's listing gave: its entries, whether it was cut short, and when the cached
-/// listing it came from was fetched (`None`: fetched now).
-pub(crate) type ServerListing = (Arc<Vec<ListedEntry>>, bool, Option<Timestamp>);
+mod templates;
+
+/// What one server's listing gave.
+#[derive(Debug, Clone)]
+pub(crate) struct ServerListing {
+    /// Its entries.
+    entries: Arc<Vec<ListedEntry>>,
+    /// True when it was cut short.
+    truncated: bool,
+    /// When the cached listing it came from was fetched (`None`: fetched now).
+    cached_at: Option<Timestamp>,
+    /// How long it stays fresh, and for whom.
+    cache: CacheHint,
+}
+
+impl ServerListing {
+    /// A cached listing as seen at `now`.
+    fn cached(hit: CachedListing, now: Timestamp) -> Self {
+        Self {
+            cache: CacheHint::until(hit.expires_at, now, hit.scope),
+            entries: hit.resources,
+            truncated: hit.truncated,
+            cached_at: Some(hit.fetched_at),
+        }
+    }
+}
 
 /// A listed resource before it is built in full: what ordering and filtering need.
 struct Candidate<'a> {
@@ -85,19 +108,28 @@ impl ResourceService {
         let mut oldest: Option<Timestamp> = None;
         let mut from_cache: HashSet<ServerName> = HashSet::new();
         let mut held = Vec::with_capacity(selected.len());
+        let mut hints = Vec::with_capacity(selected.len());
         for (upstream, listing) in selected.iter().zip(listings) {
             match listing {
-                Ok((items, truncated, cached_at)) => {
-                    partial |= truncated;
-                    if let Some(at) = cached_at {
+                Ok(listing) => {
+                    partial |= listing.truncated;
+                    if let Some(at) = listing.cached_at {
                         from_cache.insert(upstream.name().clone());
                         oldest = Some(oldest.map_or(at, |o| o.min(at)));
                     }
-                    held.push((upstream.clone(), items));
+                    hints.push(listing.cache);
+                    held.push((upstream.clone(), listing.entries));
                 }
-                Err(_) => partial = true,
+                // A server that could not be listed may list something else a moment later.
+                Err(_) => {
+                    partial = true;
+                    hints.push(CacheHint::NONE);
+                }
             }
         }
+        // With no server to ask, the (empty) answer lasts until the registry changes, which
+        // Quarry does not announce ahead: nothing to keep.
+        let cache = CacheHint::combine(hints, visible.is_some(), CacheHint::NONE);
         let mut candidates: Vec<Candidate<'_>> = held
             .iter()
             .flat_map(|(upstream, items)| {
@@ -153,6 +185,7 @@ impl ResourceService {
             cache_age_seconds: oldest
                 .map(|at| u64::try_from((now - at).num_seconds()).unwrap_or(0)),
             partial,
+            cache,
         })
     }
 
@@ -182,8 +215,9 @@ impl ResourceService {
         use_cache: bool,
     ) -> Result<ServerListing, UpstreamError> {
         let caching = self.options.cache_enabled && use_cache;
-        if caching && let Some(hit) = self.listings.get(upstream.name(), self.clock.now()).await {
-            return Ok((hit.resources, hit.truncated, Some(hit.fetched_at)));
+        let now = self.clock.now();
+        if caching && let Some(hit) = self.listings.get(upstream.name(), now).await {
+            return Ok(ServerListing::cached(hit, now));
         }
         if caching && let Some(this) = self.owned() {
             let u = upstream.clone();
@@ -195,7 +229,7 @@ impl ResourceService {
                         // The flight before this one may have cached it since this caller looked.
                         let now = this.clock.now();
                         if let Some(hit) = this.listings.get(u.name(), now).await {
-                            return Ok((hit.resources, hit.truncated, Some(hit.fetched_at)));
+                            return Ok(ServerListing::cached(hit, now));
                         }
                         this.list_fresh(&u).await
                     },
@@ -244,16 +278,27 @@ impl ResourceService {
             listing.skipped,
             listing.skip_reason.clone(),
         );
+        let said = listing
+            .hint
+            .unwrap_or(CacheHint::new(self.options.cache_ttl, CacheScope::Public));
+        let mut cache = CacheHint::NONE;
         if caching && self.invalidator.unchanged_since(name, epoch).await {
             let cached = CachedListing {
                 resources: resources.clone(),
                 truncated: listing.truncated,
                 fetched_at: now,
-                expires_at: self.ttl_until(now, None),
+                expires_at: self.ttl_until(now, listing.hint.map(|h| h.ttl)),
+                scope: said.scope,
             };
+            cache = CacheHint::until(cached.expires_at, now, cached.scope);
             self.listings.put(name, cached).await;
         }
-        Ok((resources, listing.truncated, None))
+        Ok(ServerListing {
+            entries: resources,
+            truncated: listing.truncated,
+            cached_at: None,
+            cache,
+        })
     }
 
     /// The listing's entries as the gateway publishes them: each gateway URI once (the first
@@ -334,45 +379,5 @@ impl ResourceService {
             is_protected: upstream.settings.protection.covers(&r.uri),
             metadata,
         })
-    }
-
-    /// `resources/templates/list`: every server's templates as gateway templates; a failing
-    /// server contributes none.
-    pub(crate) async fn templates(&self) -> Vec<GatewayTemplate> {
-        let all = self.upstreams.all();
-        let fetched = futures::future::join_all(all.iter().map(|u| async move {
-            let attempts = Attempts {
-                retries: 0,
-                deadline: Some(u.settings.spec.timeout),
-                total: Some(u.settings.spec.timeout),
-            };
-            u.call(
-                attempts,
-                |session| async move { session.list_templates().await },
-            )
-            .await
-            .unwrap_or_default()
-        }))
-        .await;
-        all.iter()
-            .zip(fetched)
-            .flat_map(|(u, templates)| {
-                templates.into_iter().map(move |t| GatewayTemplate {
-                    server: u.name().clone(),
-                    uri_template: template_to_gateway(u.name(), &t.uri_template),
-                    name: t.name,
-                    description: t.description,
-                    mime_type: t.mime_type,
-                })
-            })
-            .collect()
-    }
-
-    /// Every server's status, listing each afresh to find out.
-    pub(crate) async fn probe_servers(&self) -> Vec<ServerStatus> {
-        self.sync_registry().await;
-        let all = self.upstreams.all();
-        futures::future::join_all(all.iter().map(|u| self.list_one(u, false))).await;
-        all.iter().map(|u| u.status()).collect()
     }
 }

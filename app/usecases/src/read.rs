@@ -11,7 +11,8 @@
 use std::{sync::Arc, time::Duration};
 
 use quarry_domain::{
-    Content, Error, ErrorCode, Principal, ReadResourceResult, ResourceVersion, Timestamp,
+    CacheHint, CacheScope, Content, Error, ErrorCode, Principal, ReadResourceResult,
+    ResourceVersion, Timestamp,
 };
 use quarry_ports::{CachedContent, Fetched, ReadRequest, ResourceKey};
 
@@ -28,6 +29,18 @@ pub(crate) struct Kept {
     version: Option<ResourceVersion>,
     /// When the content was fetched, if it came from the cache after all.
     cached_at: Option<Timestamp>,
+    /// How long it stays fresh, and for whom.
+    cache: CacheHint,
+}
+
+/// What is left of a cache entry at `now`: private when it is kept for one principal.
+fn entry_hint(entry: &CachedContent, now: Timestamp) -> CacheHint {
+    let scope = if entry.partition.is_some() {
+        CacheScope::Private
+    } else {
+        CacheScope::Public
+    };
+    CacheHint::until(entry.expires_at, now, scope)
 }
 
 fn is_upstream_down(e: &Error) -> bool {
@@ -45,13 +58,15 @@ impl ResourceService {
         }
         let caching = self.options.cache_enabled && request.use_cache;
         if caching {
-            let fresh = self.cache.get(&key, self.clock.now()).await;
+            let now = self.clock.now();
+            let fresh = self.cache.get(&key, now).await;
             if let Some(hit) = self.usable(&key, fresh, &request).await {
                 upstream.used();
                 let how = Provenance {
                     cached_at: Some(hit.cached_at),
                     stale: None,
                     version: hit.version.clone(),
+                    cache: entry_hint(&hit, now),
                 };
                 return excerpt(&request, &hit.content, how);
             }
@@ -74,6 +89,7 @@ impl ResourceService {
                             .await
                         {
                             return Ok(Arc::new(Kept {
+                                cache: entry_hint(&hit, now),
                                 content: hit.content,
                                 version: hit.version,
                                 cached_at: Some(hit.cached_at),
@@ -96,6 +112,7 @@ impl ResourceService {
                     cached_at: kept.cached_at,
                     stale: None,
                     version: kept.version.clone(),
+                    cache: kept.cache,
                 },
             ),
             Err(e) if caching && is_upstream_down(&e) => {
@@ -104,10 +121,12 @@ impl ResourceService {
                     return Err(e);
                 };
                 tracing::warn!(server = %upstream.name(), "upstream down; serving stale content: {e}");
+                // Stale content is served because nothing better is at hand: keep none of it.
                 let how = Provenance {
                     cached_at: Some(entry.cached_at),
                     stale: Some(e),
                     version: entry.version.clone(),
+                    cache: CacheHint::NONE,
                 };
                 excerpt(&request, &entry.content, how)
             }
@@ -143,7 +162,8 @@ impl ResourceService {
             }
         };
         // A change announced while this fetch was in flight wins: the content is returned but not
-        // cached, so the next read fetches again.
+        // cached, so the next read fetches again (and nobody else should keep it either).
+        let mut cache = CacheHint::NONE;
         if self.options.cache_enabled
             && self
                 .invalidator
@@ -158,12 +178,22 @@ impl ResourceService {
                 cached_at: now,
                 expires_at: self.ttl_until(now, fetched.ttl),
             };
+            let said = fetched.ttl.map(|ttl| {
+                let scope = if fetched.private {
+                    CacheScope::Private
+                } else {
+                    CacheScope::Public
+                };
+                CacheHint::new(ttl, scope)
+            });
+            cache = CacheHint::for_read(entry_hint(&entry, now), said);
             self.cache.put(key.clone(), entry).await;
         }
         Ok(Arc::new(Kept {
             content: fetched.content,
             version,
             cached_at: None,
+            cache,
         }))
     }
 

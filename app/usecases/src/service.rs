@@ -258,6 +258,14 @@ impl ResourceGateway for ResourceService {
         self.read(request).await
     }
 
+    async fn watch(&self, uri: &ResourceUri) -> Result<(), Error> {
+        self.watch_resource(uri).await
+    }
+
+    fn changes(&self) -> Box<dyn quarry_ports::ChangeFeed> {
+        self.invalidator.feed()
+    }
+
     async fn list_templates(&self) -> Result<Vec<GatewayTemplate>, Error> {
         Ok(self.templates().await)
     }

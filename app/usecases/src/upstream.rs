@@ -12,6 +12,9 @@ mod gauges;
 mod health;
 mod pool;
 mod supervisor;
+mod watched;
+
+pub(crate) use watched::MAX_WATCHED;
 
 use std::{
     future::Future,
@@ -84,6 +87,8 @@ pub(crate) struct Upstream {
     /// Its OAuth tokens, shared by its sessions (one renewal at a time), while its credential
     /// is an OAuth one.
     tokens: Mutex<Option<Arc<ServerTokens>>>,
+    /// Upstream URIs agents subscribed to: asked of every new session.
+    watched: Mutex<std::collections::BTreeSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -125,6 +130,7 @@ impl Upstream {
             retired: CancellationToken::new(),
             me: me.clone(),
             tokens: Mutex::new(None),
+            watched: Mutex::default(),
         })
     }
 
@@ -293,6 +299,9 @@ impl Upstream {
         if fresh == Fresh::ReplacesDead {
             // Announcements may have been missed while no session was up.
             self.wiring.invalidator.forget_server(self.name()).await;
+        }
+        if fresh != Fresh::Reused {
+            self.resubscribe(lease.session().as_ref()).await;
         }
         Ok(lease)
     }

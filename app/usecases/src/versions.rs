@@ -1,7 +1,8 @@
 //! A resource's version history, and reading one of its past versions from the store.
 
 use quarry_domain::{
-    Error, ErrorCode, ReadResourceResult, ResourceUri, ResourceVersion, VersionSelector,
+    CacheHint, CacheScope, Error, ErrorCode, ReadResourceResult, ResourceUri, ResourceVersion,
+    VersionSelector,
 };
 use quarry_ports::{ReadRequest, ResourceKey};
 
@@ -66,6 +67,8 @@ impl ResourceService {
             &content,
             Provenance {
                 version: Some(version),
+                // A recorded version never changes: it stays as fresh as anything Quarry caches.
+                cache: CacheHint::new(self.options.cache_ttl, CacheScope::Public),
                 ..Provenance::default()
             },
         )

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use chrono::{Duration, TimeZone};
-use quarry_domain::{Body, Content, Digest, ResourceType, ResourceUri, ServerName, Timestamp};
+use quarry_domain::{
+    Body, CacheScope, Content, Digest, ResourceType, ResourceUri, ServerName, Timestamp,
+};
 use quarry_ports::{
     CacheStats, CachedContent, CachedListing, ContentCache, InvalidationBus, ListedEntry,
     ListingCache, ResourceKey, UpstreamResource,
@@ -131,6 +133,7 @@ fn listing(n: usize, at: i64, ttl: i64) -> CachedListing {
         truncated: n > 2,
         fetched_at: t(at),
         expires_at: t(at) + Duration::seconds(ttl),
+        scope: CacheScope::Public,
     }
 }
 

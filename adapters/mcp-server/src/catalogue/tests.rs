@@ -164,6 +164,7 @@ fn results_and_errors_conform_to_the_output_schemas() {
         cached_count: 1,
         cache_age_seconds: Some(12),
         partial: false,
+        cache: quarry_domain::CacheHint::NONE,
     };
     let list = validator(tool(LIST_TOOL).output_schema.as_ref().unwrap());
     let value = serde_json::to_value(&listing).unwrap();
@@ -180,6 +181,7 @@ fn results_and_errors_conform_to_the_output_schemas() {
     let read_result = ReadResourceResult {
         success: true,
         origin: Origin::of(&uri),
+        cache: quarry_domain::CacheHint::NONE,
         uri,
         content: Some("abc".into()),
         bytes_content: None,

@@ -74,6 +74,14 @@ impl ResourceGateway for Audited {
         .await
     }
 
+    async fn watch(&self, uri: &ResourceUri) -> Result<(), Error> {
+        self.inner.watch(uri).await
+    }
+
+    fn changes(&self) -> Box<dyn quarry_ports::ChangeFeed> {
+        self.inner.changes()
+    }
+
     async fn list_templates(&self) -> Result<Vec<GatewayTemplate>, Error> {
         self.inner.list_templates().await
     }

@@ -36,7 +36,21 @@ impl ResourceGateway for Governed {
     async fn read_resource(&self, mut request: ReadRequest) -> Result<ReadResourceResult, Error> {
         self.check_read(&request.uri).await?;
         request.principal = self.agent.clone();
-        self.service.read_resource(request).await
+        // The policy decided this read for this agent: no one else may be served it from a
+        // shared cache on the strength of that decision.
+        let mut result = self.service.read_resource(request).await?;
+        result.cache = result.cache.private();
+        Ok(result)
+    }
+
+    async fn watch(&self, uri: &ResourceUri) -> Result<(), Error> {
+        // Hearing that a resource changed tells something of it: only readers may.
+        self.check_read(uri).await?;
+        self.service.watch(uri).await
+    }
+
+    fn changes(&self) -> Box<dyn quarry_ports::ChangeFeed> {
+        self.service.changes()
     }
 
     async fn list_templates(&self) -> Result<Vec<GatewayTemplate>, Error> {
