@@ -1,15 +1,18 @@
 //! `cargo xtask conformance`: the official MCP conformance suite (`@modelcontextprotocol/
-//! conformance`, pinned in `testkit/conformance/package-lock.json` with the Node 22 it needs) in
-//! client mode against Quarry's upstream client, through `quarry auth probe`. Every auth
-//! scenario runs: the 2025-11-25 suite, the 2025-03-26 back-compat and draft ones, and the
-//! extensions (client credentials); failures other than the committed expected ones fail the
-//! task, and so does an expected failure that passes.
+//! conformance`, pinned in `testkit/conformance/package-lock.json` with the Node 22 it needs).
+//! Client mode judges Quarry's upstream client, through `quarry auth probe`: every auth scenario
+//! runs (the 2025-11-25 suite, the 2025-03-26 back-compat and draft ones, and the extensions).
+//! Server mode (`server.rs`) judges what Quarry serves, for 2025-11-25 and 2026-07-28. Failures
+//! other than the committed expected ones fail the task, and so does an expected failure that
+//! passes.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
 use crate::{cargo, have, run, workspace_root};
+
+mod server;
 
 /// The suites run, in order.
 const SUITES: &[&str] = &["auth", "backcompat", "draft", "extensions"];
@@ -55,7 +58,7 @@ pub(crate) fn conformance() -> Result<()> {
     run("conformance: build quarry", build)?;
     let quarry = root.join("target/debug/quarry");
     let client = root.join("testkit/conformance/client.py");
-    let expected = root.join("testkit/conformance/expected-failures.yml");
+    let expected = root.join("testkit/conformance/client.yml");
     let suite = target.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
     // The suite spawns `node` for nothing of its own, but what it runs must find Node 22 first.
     let path = format!(
@@ -80,6 +83,12 @@ pub(crate) fn conformance() -> Result<()> {
             .env("PATH", &path)
             .current_dir(&target);
         run(&format!("conformance: client suite {name}"), cmd)?;
+    }
+    // Server mode needs the 0.2.0-alpha line (the 2026-07-28 requirement set), installed beside
+    // the stable line under an alias.
+    let next = target.join("node_modules/conformance-next/dist/index.js");
+    for total in server::run_server(&node(&target), &next, &target)? {
+        eprintln!("    conformance server {total}");
     }
     Ok(())
 }

@@ -19,9 +19,9 @@ tasks:
           rules, the peer servers, then every test
   bench   run the benchmarks (release build) and print BENCHMARKS.md's tables
   conformance
-          run the official MCP conformance suite (client mode: Quarry's upstream OAuth
-          client) with Node 22, failing on anything not in testkit/conformance's
-          expected-failures.yml
+          run the official MCP conformance suite with Node 22: client mode (Quarry's
+          upstream OAuth client) and server mode (Quarry over HTTP, 2025-11-25 and
+          2026-07-28), failing on anything not in testkit/conformance/*.yml
   peers   install the real MCP servers and the Python SDK the tests use (into target/peers)
   tidy    check the architecture's rules: dependencies (cargo metadata, cargo tree) and sources
           (module docs, no #[ignore], adapters named only in compose.rs, file sizes)";
