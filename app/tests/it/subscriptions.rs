@@ -1,0 +1,178 @@
+//! Changes announced to agents in both eras, through the real binary: a 2025-11-25 client's
+//! `resources/subscribe` and a 2026-07-28 client's `subscriptions/listen` are fanned out to the
+//! upstream, and its `resources/updated` reaches them as the URI they asked for; what policy
+//! hides cannot be subscribed to.
+
+// resources/subscribe is what a 2025-11-25 client sends; rmcp marks it legacy.
+#![allow(deprecated)]
+
+use std::{process::Stdio, time::Duration};
+
+use rmcp::{
+    ClientHandler, ServiceExt,
+    model::{ResourceUpdatedNotificationParam, SubscribeRequestParams},
+    service::{NotificationContext, RoleClient},
+    transport::TokioChildProcess,
+};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::{
+    eras::{MODERN, meta},
+    http::served,
+    policy::config,
+    support::{QUARRY, http_fixture, stdio_fixture},
+};
+
+/// A 2025-11-25 client that passes on every `resources/updated` it hears.
+#[derive(Clone)]
+struct Hears(mpsc::UnboundedSender<String>);
+
+impl ClientHandler for Hears {
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.0.send(params.uri);
+    }
+}
+
+async fn listening_gateway(
+    dir: &std::path::Path,
+    config: &str,
+) -> (
+    rmcp::service::RunningService<RoleClient, Hears>,
+    mpsc::UnboundedReceiver<String>,
+) {
+    let path = dir.join("quarry.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut cmd = tokio::process::Command::new(QUARRY);
+    cmd.args(["serve", "--stdio", "--config"])
+        .arg(&path)
+        .current_dir(dir)
+        .env_remove("QUARRY_CONFIG")
+        .env("QUARRY_STORE_PATH", dir.join("quarry.db"));
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (heard, hearing) = mpsc::unbounded_channel();
+    (Hears(heard).serve(transport).await.unwrap(), hearing)
+}
+
+/// Waits for `uri` among what was heard.
+async fn hear(hearing: &mut mpsc::UnboundedReceiver<String>, uri: &str) {
+    let waited = tokio::time::timeout(Duration::from_secs(15), async {
+        while let Some(heard) = hearing.recv().await {
+            if heard == uri {
+                return;
+            }
+        }
+        panic!("the gateway closed");
+    })
+    .await;
+    assert!(waited.is_ok(), "no resources/updated for {uri} within 15 s");
+}
+
+// traces: REQ-071-017 — a 2025-11-25 client subscribed to a resource hears that it changed
+// upstream, as its gateway URI; nothing is announced for a resource it did not subscribe to.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subscribed_2025_client_hears_of_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = stdio_fixture("ticks", &["--tick-ms", "200"]);
+    let (client, mut hearing) = listening_gateway(dir.path(), &config).await;
+    let counter = "mcp://ticks/fixture_3A//counter";
+    client
+        .peer()
+        .subscribe(SubscribeRequestParams::new(counter))
+        .await
+        .unwrap();
+    hear(&mut hearing, counter).await;
+    let others: Vec<String> = std::iter::from_fn(|| hearing.try_recv().ok())
+        .filter(|u| u != counter)
+        .collect();
+    assert!(
+        others.is_empty(),
+        "announced without a subscription: {others:?}"
+    );
+}
+
+// traces: PO-1, SR-004.1 — a resource policy hides cannot be subscribed to (E004, as for a read).
+#[tokio::test(flavor = "multi_thread")]
+async fn what_policy_hides_cannot_be_subscribed_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = http_fixture("notes", 2).await;
+    let wiki = http_fixture("wiki", 2).await;
+    let (client, _) =
+        listening_gateway(dir.path(), &config(&notes.url, &wiki.url, "alice", "")).await;
+    let refused = client
+        .peer()
+        .subscribe(SubscribeRequestParams::new("mcp://wiki/fixture_3A//item/1"))
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("E004"), "{refused}");
+    client
+        .peer()
+        .subscribe(SubscribeRequestParams::new(
+            "mcp://notes/fixture_3A//item/1",
+        ))
+        .await
+        .unwrap();
+}
+
+// traces: REQ-071-017 — a 2026-07-28 client's subscriptions/listen is acknowledged, the upstream
+// of the resource it names is subscribed, and the change reaches the client on that stream.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_2026_listener_hears_of_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = served(
+        dir.path(),
+        &stdio_fixture("ticks", &["--tick-ms", "200"]),
+        &[],
+    )
+    .await;
+    let counter = "mcp://ticks/fixture_3A//counter";
+    let body = json!({"jsonrpc": "2.0", "id": 11, "method": "subscriptions/listen", "params": {
+        "_meta": meta(),
+        "notifications": {"resourceSubscriptions": [counter], "resourcesListChanged": true},
+    }});
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut response = reqwest::Client::new()
+        .post(format!("http://{}/mcp", gw.addr))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut seen = String::new();
+    let heard = tokio::time::timeout(Duration::from_secs(15), async {
+        while let Some(chunk) = response.chunk().await.unwrap() {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("notifications/resources/updated") {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(heard.is_ok(), "nothing heard within 15 s: {seen}");
+    assert!(
+        seen.contains("notifications/subscriptions/acknowledged"),
+        "no acknowledgment: {seen}"
+    );
+    let update = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d.trim()).ok())
+        .find(|m| m["method"] == "notifications/resources/updated")
+        .unwrap();
+    assert_eq!(update["params"]["uri"], counter, "{update}");
+    assert_eq!(
+        update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 11,
+        "{update}"
+    );
+}
