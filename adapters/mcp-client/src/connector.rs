@@ -9,8 +9,8 @@ use quarry_ports::{
 };
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::{
-    ServiceExt,
     model::{ClientConfig, Implementation, ProtocolVersion},
+    service::ClientServiceExt,
     transport::{
         StreamableHttpClientTransport, common::client_side_sse::ExponentialBackoff,
         streamable_http_client::StreamableHttpClientTransportConfig,
@@ -22,8 +22,8 @@ use tokio::{
 };
 
 use crate::{
-    correlated::Correlated, handler::UpstreamHandler, http::GuardedHttp, session::RmcpSession,
-    stdio::ChildTransport,
+    correlated::Correlated, eras::Eras, handler::UpstreamHandler, http::GuardedHttp,
+    session::RmcpSession, stdio::ChildTransport,
 };
 
 /// Environment variables a child inherits from the gateway; everything else it gets must be
@@ -45,6 +45,8 @@ pub struct RmcpConnector {
     max_content_bytes: u64,
     /// The current request's trace, carried to upstreams when traces are exported.
     trace: Option<Arc<dyn TraceContext>>,
+    /// What each server spoke last.
+    eras: Eras,
 }
 
 impl RmcpConnector {
@@ -63,6 +65,7 @@ impl RmcpConnector {
             http,
             max_content_bytes,
             trace: None,
+            eras: Eras::default(),
         })
     }
 
@@ -168,8 +171,9 @@ pub(crate) fn tls_builder(spec: &ServerSpec) -> Result<reqwest::ClientBuilder, U
     Ok(builder)
 }
 
-/// Quarry offers upstreams the newest protocol with the initialize handshake (2025-11-25), under
-/// which `resources/subscribe` announces changes; servers that know only older ones negotiate down.
+/// What Quarry tells upstreams of itself. It asks for the modern era first (see `eras.rs`); a
+/// server that answers as a legacy one is offered the newest version with the initialize
+/// handshake (2025-11-25), and servers that know only older ones negotiate down.
 pub(crate) fn client_info() -> ClientConfig {
     let mut info = ClientConfig::default();
     info.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
@@ -250,6 +254,29 @@ impl UpstreamConnector for RmcpConnector {
         tokens: Option<Arc<dyn AccessTokens>>,
         observer: Arc<dyn UpstreamObserver>,
     ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
+        let before = self.eras.known(&spec.name);
+        let first = self
+            .connect_once(spec, auth, tokens.clone(), observer.clone())
+            .await;
+        // A server found to speak only the legacy era is asked again at once, the legacy way.
+        match first {
+            Err(_) if before.is_none() && self.eras.known(&spec.name) == Some(false) => {
+                self.connect_once(spec, auth, tokens, observer).await
+            }
+            other => other,
+        }
+    }
+}
+
+impl RmcpConnector {
+    /// One attempt at a session with `spec`'s server, in the era [`Eras`] suggests.
+    async fn connect_once(
+        &self,
+        spec: &ServerSpec,
+        auth: Option<&UpstreamAuth>,
+        tokens: Option<Arc<dyn AccessTokens>>,
+        observer: Arc<dyn UpstreamObserver>,
+    ) -> Result<Arc<dyn UpstreamSession>, UpstreamError> {
         let handler = UpstreamHandler::new(spec.name.clone(), client_info(), observer);
         let deadline = spec.timeout;
         let timeout_ms = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
@@ -270,16 +297,25 @@ impl UpstreamConnector for RmcpConnector {
                 let limit = self.max_message_bytes();
                 let transport = Correlated::new(ChildTransport::new(stdout, stdin, limit));
                 let skipped = transport.skipped();
-                let service = tokio::time::timeout(deadline, handler.clone().serve(transport))
-                    .await
-                    .map_err(|_| UpstreamError::Timeout(timeout_ms))?
-                    .map_err(|e| {
-                        UpstreamError::Unreachable(format!(
-                            "MCP handshake with '{}' failed: {}",
-                            spec.name,
-                            sanitize_label(&e.to_string())
-                        ))
-                    })?;
+                let lifecycle = self.eras.lifecycle(&spec.name);
+                let service = tokio::time::timeout(
+                    deadline,
+                    handler.clone().serve_with_lifecycle(transport, lifecycle),
+                )
+                .await
+                .map_err(|_| UpstreamError::Timeout(timeout_ms))
+                .and_then(|served| {
+                    served
+                        .inspect_err(|_| self.eras.failed(&spec.name))
+                        .map_err(|e| {
+                            UpstreamError::Unreachable(format!(
+                                "MCP handshake with '{}' failed: {}",
+                                spec.name,
+                                sanitize_label(&e.to_string())
+                            ))
+                        })
+                })?;
+                self.learned(spec, &service);
                 Ok(Arc::new(
                     RmcpSession::new(
                         spec.clone(),
@@ -332,9 +368,14 @@ impl RmcpConnector {
         let refused = http.refusals();
         let transport = Correlated::new(StreamableHttpClientTransport::with_client(http, config));
         let skipped = transport.skipped();
-        let service = tokio::time::timeout(deadline, handler.serve(transport))
-            .await
-            .map_err(|_| UpstreamError::Timeout(timeout_ms))?
+        let lifecycle = self.eras.lifecycle(&spec.name);
+        let served =
+            tokio::time::timeout(deadline, handler.serve_with_lifecycle(transport, lifecycle))
+                .await
+                .map_err(|_| UpstreamError::Timeout(timeout_ms))
+                .inspect_err(|_| self.eras.forget(&spec.name))?;
+        let service = served
+            .inspect_err(|_| self.eras.failed(&spec.name))
             .map_err(|e| match refused.last() {
                 None if refused.tls().is_some() => UpstreamError::Tls(format!(
                     "'{}' at {}: {}",
@@ -359,7 +400,16 @@ impl RmcpConnector {
                     sanitize_label(&e.to_string())
                 )),
             })?;
+        self.learned(spec, &service);
         Ok((service, skipped))
+    }
+
+    /// Remembers the era `service` agreed on with `spec`'s server.
+    fn learned(&self, spec: &ServerSpec, service: &Dialled) {
+        if let Some(info) = service.peer_info() {
+            tracing::debug!(server = %spec.name, protocol = %info.protocol_version, "session opened");
+            self.eras.learn(&spec.name, &info.protocol_version);
+        }
     }
 }
 

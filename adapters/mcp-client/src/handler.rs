@@ -33,6 +33,13 @@ impl UpstreamHandler {
     }
 }
 
+impl UpstreamHandler {
+    /// The server it is for, and who is told of its changes.
+    pub(crate) fn observer(&self) -> (ServerName, Arc<dyn UpstreamObserver>) {
+        (self.server.clone(), self.observer.clone())
+    }
+}
+
 impl ClientHandler for UpstreamHandler {
     fn get_info(&self) -> ClientConfig {
         self.info.clone()

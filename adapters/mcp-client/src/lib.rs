@@ -10,9 +10,11 @@
 mod answers;
 mod connector;
 mod correlated;
+mod eras;
 mod errors;
 mod handler;
 mod http;
+mod listen;
 mod oauth;
 mod probe;
 mod session;

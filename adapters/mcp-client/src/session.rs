@@ -21,13 +21,16 @@ use rmcp::{
     ClientCacheConfig, RoleClient,
     model::{
         CacheScope, ClientRequest, PaginatedRequestParams, ReadResourceRequestParams,
-        RequestMetaObject, ResourceContents, SubscribeRequestParams,
+        RequestMetaObject, ResourceContents, SubscribeRequestParams, SubscriptionFilter,
     },
     service::{Peer, RunningService, ServiceError},
 };
 use tokio::{process::Child, sync::Mutex};
 
-use crate::{correlated::Skipped, errors::from_service, handler::UpstreamHandler};
+use crate::{
+    correlated::Skipped, eras::is_modern, errors::from_service, handler::UpstreamHandler,
+    listen::Listens,
+};
 
 /// A session: the rmcp service, its peer handle, and the child process behind it, if any.
 pub(crate) struct RmcpSession {
@@ -41,6 +44,8 @@ pub(crate) struct RmcpSession {
     child: Mutex<Option<Child>>,
     /// Listing entries the transport left out as malformed.
     skipped: Arc<SyncMutex<Skipped>>,
+    /// The session speaks 2026-07-28: changes come on `subscriptions/listen` streams.
+    modern: Option<Arc<Listens>>,
     /// The current request's trace, put in each request's `_meta`.
     trace: Option<Arc<dyn TraceContext>>,
 }
@@ -70,7 +75,32 @@ impl RmcpSession {
         let resources = service
             .peer_info()
             .and_then(|info| info.capabilities.resources.clone());
+        let modern = service
+            .peer_info()
+            .is_some_and(|info| is_modern(&info.protocol_version))
+            .then(|| {
+                let (server, observer) = service.service().observer();
+                Listens::new(server, observer)
+            });
+        if let Some(listens) = &modern
+            && resources
+                .as_ref()
+                .is_some_and(|r| r.list_changed == Some(true))
+        {
+            // The resource list's changes: asked at once, heard for the life of the session.
+            let (listens, peer, timeout) = (listens.clone(), peer.clone(), spec.timeout);
+            let server = spec.name.clone();
+            tokio::spawn(async move {
+                let filter = SubscriptionFilter::builder()
+                    .resources_list_changed()
+                    .build();
+                if let Err(e) = listens.open(&peer, filter, timeout).await {
+                    tracing::debug!(server = %server, "listening for list changes failed: {e}");
+                }
+            });
+        }
         Self {
+            modern,
             spec,
             peer,
             offers_resources: resources.is_some(),
@@ -343,12 +373,20 @@ impl UpstreamSession for RmcpSession {
             .unwrap_or_else(|e| e.into_inner())
             .insert(uri.to_owned());
         if first {
-            // Sessions negotiate 2025-11-25 (see connector.rs), where resources/subscribe is the
-            // way to hear of changes; rmcp marks it legacy for 2026-07-28 sessions only.
-            #[allow(deprecated)]
-            let outcome = self
-                .call(false, self.peer.subscribe(SubscribeRequestParams::new(uri)))
-                .await;
+            let outcome = match &self.modern {
+                Some(listens) => {
+                    let filter = SubscriptionFilter::builder()
+                        .resource_subscriptions([uri.to_owned()])
+                        .build();
+                    listens.open(&self.peer, filter, self.spec.timeout).await
+                }
+                // 2025-11-25: resources/subscribe, which rmcp marks legacy.
+                #[allow(deprecated)]
+                None => {
+                    self.call(false, self.peer.subscribe(SubscribeRequestParams::new(uri)))
+                        .await
+                }
+            };
             if let Err(e) = outcome {
                 self.subscribed
                     .lock()
@@ -361,6 +399,11 @@ impl UpstreamSession for RmcpSession {
     }
 
     async fn ping(&self) -> Result<(), UpstreamError> {
+        if self.modern.is_some() {
+            // 2026-07-28 has no ping: a discovery round trip shows the server answers.
+            let discover = self.peer.discover(RequestMetaObject::default());
+            return self.call(false, discover).await.map(|_| ());
+        }
         let ping = self
             .peer
             .send_request(ClientRequest::PingRequest(Default::default()));
@@ -372,6 +415,9 @@ impl UpstreamSession for RmcpSession {
     }
 
     async fn close(&self) {
+        if let Some(listens) = &self.modern {
+            listens.close();
+        }
         if let Some(service) = self.service.lock().await.take() {
             let _ = tokio::time::timeout(Duration::from_secs(2), service.cancel()).await;
         }

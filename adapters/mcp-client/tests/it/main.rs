@@ -332,7 +332,8 @@ async fn caching_hints_are_reported() {
     let fetched = session.read("fixture://counter", MB).await.unwrap();
     assert_eq!(fetched.ttl, Some(Duration::from_millis(1500)));
     assert!(fetched.private);
-    let plain = connect(&stdio_spec("plain", &[])).await;
+    // A 2025-11-25 server gives none.
+    let plain = connect(&stdio_spec("plain", &["--legacy"])).await;
     let fetched = plain.read("fixture://counter", MB).await.unwrap();
     assert_eq!((fetched.ttl, fetched.private), (None, false));
     session.close().await;
