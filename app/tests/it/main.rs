@@ -11,6 +11,7 @@ mod canary;
 mod cli;
 mod contract;
 mod eras;
+mod eras_upstream;
 mod hostile;
 mod hostile_http;
 mod http;
