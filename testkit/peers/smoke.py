@@ -1,7 +1,10 @@
 """Smoke check of `quarry serve` by the official Python MCP SDK: a client Quarry did not write.
 
-Usage: python smoke.py QUARRY_BINARY CONFIG_FILE        (stdio: the script starts quarry)
-       python smoke.py --http URL API_KEY                (a gateway serving streamable HTTP)
+Usage: python smoke.py [--modern] QUARRY_BINARY CONFIG_FILE   (stdio: the script starts quarry)
+       python smoke.py [--modern] --http URL API_KEY           (a gateway serving streamable HTTP)
+
+With --modern the client speaks MCP 2026-07-28 (server/discover, no initialize handshake, every
+request carrying its _meta); without it, 2025-11-25.
 
 Lists the tools, lists resources through the tool and through resources/list, reads one resource
 both ways, and prints a JSON summary. Exits non-zero on any mismatch.
@@ -45,9 +48,16 @@ async def connect(argv):
 
 
 async def main(argv) -> None:
+    modern = argv[0] == "--modern"
+    if modern:
+        argv = argv[1:]
     async with connect(argv) as (read, write):
         async with ClientSession(read, write) as session:
-            await session.initialize()
+            if modern:
+                await session.discover()
+                assert session.protocol_version == "2026-07-28", session.protocol_version
+            else:
+                await session.initialize()
             tools = sorted(t.name for t in (await session.list_tools()).tools)
             expected = sorted(["list_mcp_resources", "read_mcp_resource", "list_mcp_resource_versions", "list_mcp_resource_templates", "purge_mcp_cache", "add_mcp_server", "remove_mcp_server", "mcp_auth_configure", "mcp_auth_test", "mcp_auth_remove", "mcp_auth_refresh", "mcp_audit_export"])
             assert tools == expected, tools
@@ -76,6 +86,7 @@ async def main(argv) -> None:
                 "read": read["content_range"],
                 "version": read["version"]["version"],
                 "native_resources": len(native.resources),
+                "protocol": session.protocol_version,
             }))
 
 

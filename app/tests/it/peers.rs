@@ -178,7 +178,8 @@ async fn server_everything_2026_changing_content_becomes_versions() {
     client.cancel().await.unwrap();
 }
 
-// A second client implementation: the official Python SDK drives `quarry serve` over stdio.
+// A second client implementation: the official Python SDK drives `quarry serve` over stdio, in
+// 2025-11-25 and in 2026-07-28.
 #[test]
 fn the_python_sdk_lists_and_reads_through_quarry() {
     let (python, script) = peers::python_sdk();
@@ -189,27 +190,33 @@ fn the_python_sdk_lists_and_reads_through_quarry() {
         crate::support::stdio_fixture("files", &["--resources", "3"]),
     )
     .unwrap();
-    let out = std::process::Command::new(python)
-        .arg(script)
-        .arg(crate::support::QUARRY)
-        .arg(&config)
-        .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(summary["total_count"], 9);
-    assert_eq!(summary["native_resources"], 9);
-    assert_eq!(summary["read"], "bytes 0-17/18");
+    // 2025-11-25, then 2026-07-28: the SDK speaks both.
+    for (era, protocol) in [(None, "2025-11-25"), (Some("--modern"), "2026-07-28")] {
+        let out = std::process::Command::new(&python)
+            .arg(&script)
+            .args(era)
+            .arg(crate::support::QUARRY)
+            .arg(&config)
+            .env("QUARRY_STORE_PATH", dir.path().join("quarry.db"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(summary["protocol"], protocol, "{summary}");
+        assert_eq!(summary["total_count"], 9);
+        assert_eq!(summary["native_resources"], 9);
+        assert_eq!(summary["read"], "bytes 0-17/18");
+    }
 }
 
 // The official Python SDK over streamable HTTP, once with a bearer token from the issuer and
-// once with an API key: the same smoke check as over stdio (tools, listing, reads through the
+// once with an API key, each in both eras: the same smoke check as over stdio (tools, listing,
+// reads through the
 // tools and natively).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_sdk_lists_and_reads_over_http_with_a_token_and_a_key() {
@@ -228,9 +235,14 @@ async fn the_python_sdk_lists_and_reads_over_http_with_a_token_and_a_key() {
     )
     .await;
     let token = issuer.sign(&issuer.claims("alice", "resources:read", &resource(port)));
-    for credential in [token.as_str(), crate::http::ALICE_KEY] {
+    let credentials = [token.as_str(), crate::http::ALICE_KEY];
+    for (credential, era) in credentials
+        .iter()
+        .flat_map(|c| [(c, None), (c, Some("--modern"))])
+    {
         let out = tokio::process::Command::new(&python)
             .arg(&script)
+            .args(era)
             .arg("--http")
             .arg(format!("http://{}/mcp", gw.addr))
             .arg(credential)
