@@ -216,8 +216,7 @@ fn the_python_sdk_lists_and_reads_through_quarry() {
 
 // The official Python SDK over streamable HTTP, once with a bearer token from the issuer and
 // once with an API key, each in both eras: the same smoke check as over stdio (tools, listing,
-// reads through the
-// tools and natively).
+// reads through the tools and natively).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_sdk_lists_and_reads_over_http_with_a_token_and_a_key() {
     let (python, script) = peers::python_sdk();
