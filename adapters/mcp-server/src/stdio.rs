@@ -34,6 +34,7 @@ const NEEDS_PARAMS: &[&str] = &[
     "resources/read",
     "resources/subscribe",
     "resources/unsubscribe",
+    "subscriptions/listen",
     "prompts/get",
     "completion/complete",
 ];
