@@ -103,6 +103,16 @@ fn modern(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| !v.has_initialize())
 }
 
+/// `text` as the plain-text contents of `uri`.
+fn text_contents(uri: &str, text: String) -> ResourceContents {
+    ResourceContents::TextResourceContents {
+        uri: uri.to_owned(),
+        mime_type: Some("text/plain".into()),
+        text,
+        meta: None,
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -213,12 +223,7 @@ impl FixtureServer {
         {
             return Ok(contents);
         }
-        let text = |t: String| ResourceContents::TextResourceContents {
-            uri: uri.to_owned(),
-            mime_type: Some("text/plain".into()),
-            text: t,
-            meta: None,
-        };
+        let text = |t: String| text_contents(uri, t);
         match uri {
             "fixture://text/hello.txt" => Ok(text(hello_text(&self.args.name))),
             "fixture://unicode/snow.txt" => Ok(text(SNOW.to_owned())),

@@ -164,6 +164,17 @@ async fn rmcps_modern_client_works_through_quarry() {
     client.cancel().await.unwrap();
 }
 
+/// Quarry serving HTTP in `dir` with `peer` (a server-everything) over stdio as `everything`.
+async fn everything_served(
+    dir: &std::path::Path,
+    peer: (&'static str, &'static str),
+) -> crate::http::Served {
+    let script = peers::require(peer).script.display().to_string();
+    let config =
+        format!("[servers.everything]\ncommand = \"node\"\nargs = [{script:?}, \"stdio\"]\n");
+    served(dir, &config, &[]).await
+}
+
 fn result(answer: &Value) -> &Value {
     assert!(answer.get("error").is_none(), "{answer}");
     &answer["result"]
@@ -188,12 +199,8 @@ async fn tool(addr: std::net::SocketAddr, name: &str, arguments: Value) -> Value
 // subscriptions/listen.
 #[tokio::test(flavor = "multi_thread")]
 async fn server_everything_2025_behind_a_2026_client() {
-    let everything = peers::require(peers::SERVER_EVERYTHING);
     let dir = tempfile::tempdir().unwrap();
-    let script = everything.script.display().to_string();
-    let config =
-        format!("[servers.everything]\ncommand = \"node\"\nargs = [{script:?}, \"stdio\"]\n");
-    let gw = served(dir.path(), &config, &[]).await;
+    let gw = everything_served(dir.path(), peers::SERVER_EVERYTHING).await;
     let (_, listed) = modern(gw.addr, "resources/list", None, json!({})).await;
     let uris = result(&listed)["resources"].as_array().unwrap().len();
     assert_eq!(uris, 100, "{listed}");
@@ -218,12 +225,8 @@ async fn server_everything_2025_behind_a_2026_client() {
 // list, read, and a template whose content changes seen as a new version.
 #[tokio::test(flavor = "multi_thread")]
 async fn server_everything_2026_behind_a_2026_client() {
-    let everything = peers::require(peers::SERVER_EVERYTHING_2026);
     let dir = tempfile::tempdir().unwrap();
-    let script = everything.script.display().to_string();
-    let config =
-        format!("[servers.everything]\ncommand = \"node\"\nargs = [{script:?}, \"stdio\"]\n");
-    let gw = served(dir.path(), &config, &[]).await;
+    let gw = everything_served(dir.path(), peers::SERVER_EVERYTHING_2026).await;
     let (_, listed) = modern(gw.addr, "resources/list", None, json!({})).await;
     let resources = result(&listed)["resources"].as_array().unwrap().clone();
     assert!(resources.len() >= 7, "{listed}");

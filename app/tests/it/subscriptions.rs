@@ -6,13 +6,12 @@
 // resources/subscribe is what a 2025-11-25 client sends; rmcp marks it legacy.
 #![allow(deprecated)]
 
-use std::{process::Stdio, time::Duration};
+use std::time::Duration;
 
 use rmcp::{
-    ClientHandler, ServiceExt,
+    ClientHandler,
     model::{ResourceUpdatedNotificationParam, SubscribeRequestParams},
     service::{NotificationContext, RoleClient},
-    transport::TokioChildProcess,
 };
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -21,7 +20,7 @@ use crate::{
     eras::{MODERN, meta},
     http::served,
     policy::config,
-    support::{QUARRY, http_fixture, stdio_fixture},
+    support::{gateway_for, http_fixture, stdio_fixture},
 };
 
 /// A 2025-11-25 client that passes on every `resources/updated` it hears.
@@ -45,20 +44,8 @@ async fn listening_gateway(
     rmcp::service::RunningService<RoleClient, Hears>,
     mpsc::UnboundedReceiver<String>,
 ) {
-    let path = dir.join("quarry.toml");
-    std::fs::write(&path, config).unwrap();
-    let mut cmd = tokio::process::Command::new(QUARRY);
-    cmd.args(["serve", "--stdio", "--config"])
-        .arg(&path)
-        .current_dir(dir)
-        .env_remove("QUARRY_CONFIG")
-        .env("QUARRY_STORE_PATH", dir.join("quarry.db"));
-    let (transport, _) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
     let (heard, hearing) = mpsc::unbounded_channel();
-    (Hears(heard).serve(transport).await.unwrap(), hearing)
+    (gateway_for(dir, config, Hears(heard)).await, hearing)
 }
 
 /// Waits for `uri` among what was heard.

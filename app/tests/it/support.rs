@@ -46,6 +46,15 @@ pub(crate) async fn http_fixture(name: &str, resources: u32) -> HttpFixture {
 
 /// The gateway over stdio with `config` as its configuration file, run in `dir`.
 pub(crate) async fn gateway(dir: &Path, config: &str) -> Client {
+    gateway_for(dir, config, ClientConfig::default()).await
+}
+
+/// The gateway over stdio with `config`, run in `dir`, its client `handler`.
+pub(crate) async fn gateway_for<H: rmcp::ClientHandler>(
+    dir: &Path,
+    config: &str,
+    handler: H,
+) -> RunningService<RoleClient, H> {
     let path = dir.join("quarry.toml");
     std::fs::write(&path, config).unwrap();
     let mut cmd = tokio::process::Command::new(QUARRY);
@@ -58,7 +67,7 @@ pub(crate) async fn gateway(dir: &Path, config: &str) -> Client {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    ClientConfig::default().serve(transport).await.unwrap()
+    handler.serve(transport).await.unwrap()
 }
 
 /// Calls a tool and returns its structured result, failing the test on a tool error.
