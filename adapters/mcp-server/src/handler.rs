@@ -9,7 +9,8 @@ use quarry_ports::{AgentGateways, RequestMeta, ResourceGateway};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+        GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
         ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
         ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
         SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
@@ -202,6 +203,7 @@ impl ServerHandler for GatewayServer {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_prompts()
                 .enable_resources()
                 .enable_resources_subscribe()
                 .enable_resources_list_changed()
@@ -282,6 +284,32 @@ impl ServerHandler for GatewayServer {
             }
         }
         .into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        // Quarry has no prompts of its own and relays none: its listing is empty, which any
+        // cache may keep as long as the catalogue.
+        Ok(ListPromptsResult::with_all_items(Vec::new())
+            .with_ttl_ms(CacheHint::new(self.options.cache_ttl, CacheScope::Public).ttl_ms())
+            .with_cache_scope(rmcp::model::CacheScope::Public))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Err(ErrorData::invalid_params(
+            format!(
+                "no prompt named {:?}; Quarry has none (see prompts/list)",
+                request.name.chars().take(64).collect::<String>()
+            ),
+            None,
+        ))
     }
 
     async fn list_resources(

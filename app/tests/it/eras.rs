@@ -332,3 +332,29 @@ fn transparent_mode_is_refused_beside_another_server() {
         "{stderr}"
     );
 }
+
+// traces: REQ-071-016 — the tool catalogue and the (empty) prompt list never change while Quarry
+// runs and are the same for every caller: public, as long as Quarry's cache TTL; a prompt asked
+// for by name is -32602 (Quarry has none, and relays none).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_catalogue_and_the_empty_prompt_list_are_public_and_long_lived() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!("{}[cache]\nttl_seconds = 600\n", stdio_fixture("a", &[]));
+    let gw = served(dir.path(), &config, &[]).await;
+    for method in ["tools/list", "prompts/list"] {
+        let (_, listed) = modern(gw.addr, method, None, json!({})).await;
+        let listed = &listed["result"];
+        assert_eq!(listed["cacheScope"], "public", "{method}: {listed}");
+        assert_eq!(ttl(listed), 600_000, "{method}: {listed}");
+    }
+    let (_, prompts) = modern(gw.addr, "prompts/list", None, json!({})).await;
+    assert_eq!(prompts["result"]["prompts"], json!([]), "{prompts}");
+    let (_, asked) = modern(
+        gw.addr,
+        "prompts/get",
+        Some("summarise"),
+        json!({"name": "summarise"}),
+    )
+    .await;
+    assert_eq!(asked["error"]["code"], -32602, "{asked}");
+}
