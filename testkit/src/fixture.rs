@@ -31,16 +31,14 @@ use std::{
     time::Duration,
 };
 
-use base64::Engine as _;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        Annotations, CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult,
-        ContentBlock, DiscoverResult, Implementation, ListResourceTemplatesResult,
-        ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-        ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
-        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+        CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+        DiscoverResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+        ReadResourceResponse, ReadResourceResult, ResourceTemplate, ServerCapabilities,
+        ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
     },
     service::{NotificationContext, Peer, RequestContext, SubscriptionContext},
 };
@@ -49,6 +47,7 @@ mod args;
 mod changes;
 mod conformance;
 mod content;
+mod resources;
 mod serve;
 
 pub use args::FixtureArgs;
@@ -103,24 +102,8 @@ fn modern(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| !v.has_initialize())
 }
 
-/// `text` as the plain-text contents of `uri`.
-fn text_contents(uri: &str, text: String) -> ResourceContents {
-    ResourceContents::TextResourceContents {
-        uri: uri.to_owned(),
-        mime_type: Some("text/plain".into()),
-        text,
-        meta: None,
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn annotated(resource: Resource, last_modified: &str) -> Resource {
-    let mut annotations = Annotations::default();
-    annotations.last_modified = Some(last_modified.to_owned());
-    resource.with_annotations(annotations)
 }
 
 impl FixtureServer {
@@ -174,107 +157,6 @@ impl FixtureServer {
     /// Listings started so far (`resources/list` without a cursor), by every session.
     pub fn lists(&self) -> u64 {
         self.lists.load(Ordering::SeqCst)
-    }
-
-    fn all_resources(&self) -> Vec<Resource> {
-        let mut out = vec![
-            annotated(
-                Resource::new("fixture://text/hello.txt", "hello")
-                    .with_mime_type("text/plain")
-                    .with_description("A greeting")
-                    .with_size(hello_text(&self.args.name).len() as u64),
-                "2026-01-03T00:00:00Z",
-            ),
-            annotated(
-                Resource::new("fixture://blob/bytes.bin", "bytes")
-                    .with_mime_type("application/octet-stream")
-                    .with_size(256),
-                "2026-01-02T00:00:00Z",
-            ),
-            Resource::new("fixture://unicode/snow.txt", "snow").with_mime_type("text/plain"),
-            Resource::new("fixture://counter", "counter").with_mime_type("text/plain"),
-            Resource::new("fixture://slow", "slow").with_mime_type("text/plain"),
-            Resource::new("fixture://fail", "fail").with_mime_type("text/plain"),
-        ];
-        out.extend((1..=self.args.resources).map(|n| {
-            Resource::new(format!("fixture://item/{n}"), format!("item-{n}"))
-                .with_mime_type("text/plain")
-        }));
-        if self.args.big_kb > 0 {
-            out.push(
-                Resource::new("fixture://big.txt", "big")
-                    .with_mime_type("text/plain")
-                    .with_size(u64::from(self.args.big_kb) * 1024),
-            );
-        }
-        if self.args.conformance {
-            out.extend(conformance::resources());
-        }
-        out.extend((1..=self.grown.load(Ordering::SeqCst)).map(|n| {
-            Resource::new(format!("fixture://grown/{n}"), format!("grown-{n}"))
-                .with_mime_type("text/plain")
-        }));
-        out
-    }
-
-    fn read(&self, uri: &str) -> Result<ResourceContents, ErrorData> {
-        if self.args.conformance
-            && let Some(contents) = conformance::read(uri)
-        {
-            return Ok(contents);
-        }
-        let text = |t: String| text_contents(uri, t);
-        match uri {
-            "fixture://text/hello.txt" => Ok(text(hello_text(&self.args.name))),
-            "fixture://unicode/snow.txt" => Ok(text(SNOW.to_owned())),
-            "fixture://counter" => Ok(text(counter_text(self.counter.load(Ordering::SeqCst)))),
-            "fixture://big.txt" if self.args.big_kb > 0 => Ok(text(big_text(self.args.big_kb))),
-            "fixture://slow" => Ok(text("finally\n".to_owned())),
-            "fixture://fail" => Err(ErrorData::internal_error(
-                "this resource always fails",
-                None,
-            )),
-            // Not listed: the process exits at once, mid-request (crash tests).
-            "fixture://crash" => std::process::exit(3),
-            // Not listed: a blob that is not base64, for tests of what a broken server sends.
-            "fixture://broken/base64" => Ok(ResourceContents::BlobResourceContents {
-                uri: uri.to_owned(),
-                mime_type: Some("application/octet-stream".into()),
-                blob: "this is *not* base64!".into(),
-                meta: None,
-            }),
-            "fixture://blob/bytes.bin" => Ok(ResourceContents::BlobResourceContents {
-                uri: uri.to_owned(),
-                mime_type: Some("application/octet-stream".into()),
-                blob: base64::engine::general_purpose::STANDARD.encode(blob_bytes()),
-                meta: None,
-            }),
-            "fixture://injection.txt" => Ok(text(INJECTION.to_owned())),
-            other if other.starts_with("fixture://sized/") => {
-                let n = other["fixture://sized/".len()..]
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| *n <= 16 * 1024 * 1024)
-                    .ok_or_else(|| {
-                        ErrorData::resource_not_found(format!("no resource {other}"), None)
-                    })?;
-                Ok(text(sized_text(n)))
-            }
-            other => {
-                // Generated items (listed or not: the template covers any n).
-                let n = other
-                    .strip_prefix("fixture://item/")
-                    .or_else(|| other.strip_prefix("fixture://grown/"))
-                    .and_then(|n| n.parse::<u32>().ok());
-                match n {
-                    Some(n) => Ok(text(item_text(n))),
-                    None => Err(ErrorData::resource_not_found(
-                        format!("no resource {other}"),
-                        None,
-                    )),
-                }
-            }
-        }
     }
 }
 

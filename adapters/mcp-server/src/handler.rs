@@ -117,6 +117,12 @@ impl GatewayServer {
         }
     }
 
+    /// `ttlMs` of what never changes while Quarry runs and is the same for every caller (the
+    /// catalogue, the empty prompt list): as long as anything it caches.
+    fn fixed_ttl_ms(&self) -> u64 {
+        CacheHint::new(self.options.cache_ttl, CacheScope::Public).ttl_ms()
+    }
+
     /// The server for a new session: the same gateway, no subscriptions yet.
     pub(crate) fn for_session(&self) -> Self {
         Self {
@@ -220,7 +226,7 @@ impl ServerHandler for GatewayServer {
     ) -> Result<ListToolsResult, ErrorData> {
         // The catalogue is fixed for the life of the process and the same for every caller.
         Ok(ListToolsResult::with_all_items(catalogue())
-            .with_ttl_ms(CacheHint::new(self.options.cache_ttl, CacheScope::Public).ttl_ms())
+            .with_ttl_ms(self.fixed_ttl_ms())
             .with_cache_scope(rmcp::model::CacheScope::Public))
     }
 
@@ -294,7 +300,7 @@ impl ServerHandler for GatewayServer {
         // Quarry has no prompts of its own and relays none: its listing is empty, which any
         // cache may keep as long as the catalogue.
         Ok(ListPromptsResult::with_all_items(Vec::new())
-            .with_ttl_ms(CacheHint::new(self.options.cache_ttl, CacheScope::Public).ttl_ms())
+            .with_ttl_ms(self.fixed_ttl_ms())
             .with_cache_scope(rmcp::model::CacheScope::Public))
     }
 
