@@ -174,10 +174,17 @@ async fn av_2_fifty_crash_cycles_leave_no_processes_or_descriptors_behind() {
     })
     .await;
     assert_eq!(settled.len(), 1, "one live fixture process: {settled:?}");
-    let fds = open_fds(quarry);
+    // A dead child's pipes close once their readers have seen the end, which a loaded machine
+    // may take a moment to schedule; a leak stays whatever the wait.
+    let started = Instant::now();
+    let mut fds = open_fds(quarry);
+    while fds > baseline_fds && started.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        fds = open_fds(quarry);
+    }
     assert!(
         fds <= baseline_fds,
-        "descriptors: {baseline_fds} before, {fds} after"
+        "descriptors: {baseline_fds} before, {fds} after 15 s"
     );
     client.cancel().await.unwrap();
 }
