@@ -1,0 +1,163 @@
+//! The audit trail shared by every replica: one row per record and the chain's head. An append
+//! is one transaction that locks the head row, writes the record after it and moves the head,
+//! so any number of writers extend one chain, and a replica killed mid-append leaves it as it
+//! was. `writable` costs nothing while appends succeed; after one fails it writes the head row
+//! (unchanged) to find out, and keeps saying no until that succeeds. Retention
+//! (`audit/retention.rs`) removes records up to a checkpoint and keeps the checkpoint, in one
+//! transaction.
+
+mod retention;
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
+use async_trait::async_trait;
+use quarry_domain::{
+    AuditCheckpoint, AuditEntry, AuditRecord, GENESIS_HASH, canonical_entry, chain_material,
+};
+use quarry_ports::{AuditLog, ContentHasher, StoreError};
+use sqlx::Row;
+
+use crate::{PostgresStore, corrupt, failed};
+
+/// The audit log of a [`PostgresStore`], chained with SHA-256 from `hasher`.
+#[derive(Debug, Clone)]
+pub struct PostgresAudit {
+    store: PostgresStore,
+    hasher: Arc<dyn ContentHasher>,
+    /// False from a failed append until a test write succeeds.
+    healthy: Arc<AtomicBool>,
+}
+
+fn seq_of(n: i64) -> Result<u64, StoreError> {
+    u64::try_from(n).map_err(|_| corrupt(format!("an audit record's number is {n}")))
+}
+
+impl PostgresAudit {
+    /// The audit log kept in `store`'s schema.
+    pub fn new(store: PostgresStore, hasher: Arc<dyn ContentHasher>) -> Self {
+        Self {
+            store,
+            hasher,
+            healthy: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    async fn chain(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
+        let mut tx = self.store.pool.begin().await.map_err(failed)?;
+        let (last, last_hash): (i64, String) =
+            sqlx::query_as("SELECT seq, record_hash FROM audit_head WHERE id = 1 FOR UPDATE")
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(failed)?;
+        let seq = seq_of(last)? + 1;
+        let previous_hash = if last == 0 {
+            GENESIS_HASH.to_owned()
+        } else {
+            last_hash
+        };
+        let record_hash = self
+            .hasher
+            .sha256(&chain_material(seq, entry, &previous_hash))
+            .hex();
+        let at = i64::try_from(seq).map_err(|_| corrupt("the audit trail is full"))?;
+        sqlx::query(
+            "INSERT INTO audit_records (seq, entry, previous_hash, record_hash)
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind(at)
+        .bind(canonical_entry(entry))
+        .bind(&previous_hash)
+        .bind(&record_hash)
+        .execute(&mut *tx)
+        .await
+        .map_err(failed)?;
+        sqlx::query("UPDATE audit_head SET seq = $1, record_hash = $2 WHERE id = 1")
+            .bind(at)
+            .bind(&record_hash)
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
+        tx.commit().await.map_err(failed)?;
+        Ok(AuditRecord {
+            seq,
+            entry: entry.clone(),
+            previous_hash,
+            record_hash,
+        })
+    }
+
+    /// A write that changes nothing but needs what an append needs: a connection, a writable
+    /// database and the head row's lock.
+    async fn test_write(&self) -> Result<(), StoreError> {
+        sqlx::query("UPDATE audit_head SET seq = seq WHERE id = 1")
+            .execute(&self.store.pool)
+            .await
+            .map_err(failed)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl AuditLog for PostgresAudit {
+    async fn writable(&self) -> Result<(), StoreError> {
+        if self.healthy.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.test_write().await?;
+        self.healthy.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    async fn append(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
+        let appended = self.chain(entry).await;
+        self.healthy.store(appended.is_ok(), Ordering::Release);
+        appended
+    }
+
+    async fn records(&self, after: u64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, entry, previous_hash, record_hash FROM audit_records
+             WHERE seq > $1 ORDER BY seq LIMIT $2",
+        )
+        .bind(i64::try_from(after).unwrap_or(i64::MAX))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.store.pool)
+        .await
+        .map_err(failed)?;
+        rows.iter()
+            .map(|row| {
+                let seq = seq_of(row.try_get("seq").map_err(failed)?)?;
+                let text: String = row.try_get("entry").map_err(failed)?;
+                let entry = serde_json::from_str(&text).map_err(|e| {
+                    corrupt(format!("audit record {seq} cannot be read (edited?): {e}"))
+                })?;
+                Ok(AuditRecord {
+                    seq,
+                    entry,
+                    previous_hash: row.try_get("previous_hash").map_err(failed)?,
+                    record_hash: row.try_get("record_hash").map_err(failed)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
+        let (seq, hash): (i64, String) =
+            sqlx::query_as("SELECT seq, record_hash FROM audit_head WHERE id = 1")
+                .fetch_one(&self.store.pool)
+                .await
+                .map_err(failed)?;
+        Ok((seq > 0).then_some((seq_of(seq)?, hash)))
+    }
+
+    async fn checkpoint(&self) -> Result<Option<AuditCheckpoint>, StoreError> {
+        self.stored_checkpoint().await
+    }
+
+    async fn prune(&self, checkpoint: &AuditCheckpoint) -> Result<u64, StoreError> {
+        self.prune_through(checkpoint).await
+    }
+}
