@@ -4,14 +4,12 @@
 
 use std::{future::Future, sync::Arc};
 
-use quarry_cache_lru::{InMemoryInvalidationBus, InMemoryListingCache, LruContentCache};
 use quarry_crypto_ring::{KeySource, RingCipher, RingHasher};
 use quarry_domain::{Error, ErrorCode};
 use quarry_mcp_client::{OAuthHttp, RmcpConnector};
 use quarry_mcp_server::ServerOptions;
 use quarry_operator_http::OperatorHttp;
-use quarry_ports::{AuditLog, ContentHasher, Operations};
-use quarry_store_sqlite::{SqliteAudit, SqliteStore};
+use quarry_ports::{ContentHasher, Operations};
 use quarry_usecases::{Ports, ResourceService, ServiceOptions};
 
 use crate::{
@@ -21,6 +19,7 @@ use crate::{
 
 mod agents;
 mod audit;
+mod backends;
 mod inbound;
 mod policy;
 mod telemetry;
@@ -28,14 +27,15 @@ mod telemetry;
 pub use agents::{Agents, agents};
 pub(crate) use audit::keep_audit_retention;
 pub use audit::{audit_log, audit_trail};
+use backends::Store;
 pub use policy::{lint_policy, policy_engine, policy_program, policy_worker};
 pub use telemetry::{TraceExport, trace_export};
 
 /// How long `quarry auth login` waits for the person to approve the sign-in.
 const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Builds the resource service the settings describe: rmcp upstreams, the in-memory caches, the
-/// SQLite store, ring's SHA-256, the system clock. Servers registered at runtime are loaded.
+/// Builds the resource service the settings describe: rmcp upstreams, the caches and the store
+/// the configuration chose (`compose/backends.rs`), ring's SHA-256, the system clock. Servers registered at runtime are loaded.
 ///
 /// # Errors
 /// E012 when the HTTP client for upstreams cannot be built or the store cannot be opened (the
@@ -43,26 +43,6 @@ const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 pub async fn build(settings: &Settings) -> Result<Arc<ResourceService>, Error> {
     let ports = ports(settings).await?;
     service(settings, ports).await
-}
-
-/// The store the settings name (a private in-memory one with no path).
-async fn open_store(settings: &Settings) -> Result<SqliteStore, Error> {
-    match &settings.store_path {
-        Some(path) => SqliteStore::open(path, settings.retention)
-            .await
-            .map_err(|e| {
-                Error::new(
-                    ErrorCode::E012,
-                    format!("{e} (set [store] path in the configuration, or QUARRY_STORE_PATH)"),
-                )
-            }),
-        None => SqliteStore::in_memory(settings.retention)
-            .await
-            .map_err(|e| {
-                tracing::error!("{e}");
-                Error::internal()
-            }),
-    }
 }
 
 /// The line `http.api_keys` takes for `key`: its SHA-256, never the key.
@@ -87,7 +67,8 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
     if settings.telemetry.is_some() {
         connector = connector.with_trace(Arc::new(quarry_telemetry_otlp::W3cTraceContext));
     }
-    let store = Arc::new(open_store(settings).await?);
+    let store = Store::open(settings).await?;
+    let caches = backends::caches(settings)?;
     let cipher = Arc::new(RingCipher::new(key_source(&settings.vault_key)?, |path| {
         // Said once, on stderr (stdout may be the MCP transport).
         eprintln!(
@@ -95,20 +76,19 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
             path.display()
         );
     }));
-    let audit = settings
-        .audit_enabled
-        .then(|| Arc::new(SqliteAudit::new((*store).clone(), hasher())) as Arc<dyn AuditLog>);
+    let audit = settings.audit_enabled.then(|| store.audit());
+    let stored = store.ports();
     Ok(Ports {
         connector: Arc::new(connector),
-        cache: Arc::new(LruContentCache::new(settings.cache_max_bytes)),
-        listings: Arc::new(InMemoryListingCache::new()),
-        bus: Arc::new(InMemoryInvalidationBus::new()),
-        versions: store.clone(),
-        registry: store.clone(),
-        idempotency: store.clone(),
+        cache: caches.content,
+        listings: caches.listings,
+        bus: caches.bus,
+        versions: stored.versions,
+        registry: stored.registry,
+        idempotency: stored.idempotency,
         hasher: Arc::new(RingHasher),
         clock: Arc::new(SystemClock::new()),
-        credentials: store,
+        credentials: stored.credentials,
         cipher,
         oauth: Arc::new(OAuthHttp::new(LOGIN_TIMEOUT)),
         audit,

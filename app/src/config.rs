@@ -17,12 +17,14 @@
 //! ttl_seconds = 300
 //! max_size_mb = 100
 //! eviction_policy = "lru"
+//! # backend = "redis"             # shared by replicas: redis_url = "redis://host:6379"
 //!
 //! [security]
 //! max_resource_size_mb = 50
 //!
 //! [store]
 //! path = "/var/lib/quarry/quarry.db"   # default: $XDG_DATA_HOME/quarry/quarry.db
+//! # backend = "postgres"          # several replicas: url = "postgres://...", schema = "quarry"
 //!
 //! [versions]
 //! retain_count = 10              # versions per resource whose content is kept
@@ -39,6 +41,7 @@
 //! audit_retention_days = 90      # older records are removed behind a signed checkpoint
 //! ```
 
+mod backends;
 mod env;
 mod expose;
 mod file;
@@ -55,6 +58,8 @@ use quarry_domain::{Classifier, Error, Retention, ServerSettings, seconds};
 use quarry_usecases::Supervision;
 use zeroize::Zeroizing;
 
+use backends::default_store_path;
+pub use backends::{Backends, CacheBackend, StoreBackend};
 pub use env::ENV_OVERRIDES;
 use env::apply_env;
 use file::{File, server_settings};
@@ -124,6 +129,8 @@ pub struct Settings {
     pub http: HttpSettings,
     /// Transparent mode: the one server published with its own URIs (`expose = "native"`).
     pub native: Option<quarry_domain::ServerName>,
+    /// Where the store and the cache are (`store.backend`, `cache.backend`).
+    pub backends: Backends,
 }
 
 /// Where the vault's key-encryption key comes from, in order: `QUARRY_VAULT_KEY`, the key file
@@ -149,23 +156,6 @@ impl std::fmt::Debug for VaultKey {
             Self::CreatedOnFirstUse(p) => write!(f, "CreatedOnFirstUse({})", p.display()),
             Self::Ephemeral => f.write_str("Ephemeral"),
         }
-    }
-}
-
-/// Where the store goes when the configuration does not say: `$XDG_DATA_HOME/quarry/quarry.db`,
-/// else `~/.local/share/quarry/quarry.db`, else `./quarry.db`.
-fn default_store_path(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
-    let data = env("XDG_DATA_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            env("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| PathBuf::from(h).join(".local/share"))
-        });
-    match data {
-        Some(dir) => dir.join("quarry").join("quarry.db"),
-        None => PathBuf::from("quarry.db"),
     }
 }
 
@@ -207,11 +197,16 @@ impl Settings {
             }
         };
         apply_env(&mut file, env)?;
-        let store_path = match file.store.path.take() {
+        let in_file = |e: String| match &path {
+            Some(p) => Error::invalid(format!("config file {}: {e}", p.display())),
+            None => Error::invalid(e),
+        };
+        let backends = Backends::of(&file).map_err(in_file)?;
+        let store_path = backends.store_path(match file.store.path.take() {
             Some(p) if p.as_os_str() == ":memory:" => None,
             Some(p) => Some(p),
             None => Some(default_store_path(env)),
-        };
+        });
         let vault_key = match (
             env("QUARRY_VAULT_KEY"),
             file.security.vault_key_file.take(),
@@ -224,8 +219,9 @@ impl Settings {
             }
             (_, None, None) => VaultKey::Ephemeral,
         };
+        backends.check_vault_key(&vault_key).map_err(in_file)?;
         let mut settings = Self::from_file(file, path, store_path)?;
-        settings.vault_key = vault_key;
+        (settings.vault_key, settings.backends) = (vault_key, backends);
         Ok(settings)
     }
 
@@ -384,6 +380,7 @@ impl Settings {
             telemetry,
             http,
             native,
+            backends: Backends::default(),
         })
     }
 }

@@ -62,6 +62,9 @@ pub struct CacheStats {
     pub capacity_bytes: u64,
     /// Entries dropped to make room, since the cache was made.
     pub evictions: u64,
+    /// True while a shared cache cannot be reached: requests go to the upstreams meanwhile
+    /// (and the figures above are zero, unknown).
+    pub degraded: bool,
 }
 
 /// A content cache.

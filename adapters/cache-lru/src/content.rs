@@ -121,6 +121,7 @@ impl ContentCache for LruContentCache {
             bytes: inner.bytes,
             capacity_bytes: inner.capacity,
             evictions: inner.evictions,
+            degraded: false,
         }
     }
 }

@@ -209,6 +209,7 @@ impl ContentCache for RedisContentCache {
             bytes: bytes.unwrap_or(0),
             capacity_bytes: self.capacity,
             evictions: evictions.unwrap_or(0),
+            degraded: counts.is_none() || self.link.trouble().is_some(),
         }
     }
 }

@@ -55,6 +55,7 @@ struct Series {
     cache_entries: IntGauge,
     cache_bytes: IntGauge,
     cache_capacity: IntGauge,
+    cache_degraded: IntGauge,
     cache_evictions: IntCounter,
     server_up: IntGaugeVec,
     circuit_open: IntGaugeVec,
@@ -167,6 +168,13 @@ impl Series {
                     "The content cache's byte budget.",
                 ),
             )?,
+            cache_degraded: add(
+                r,
+                IntGauge::new(
+                    "quarry_cache_degraded",
+                    "1 while the shared cache (Redis) cannot be reached and requests go to the upstreams.",
+                ),
+            )?,
             cache_evictions: add(
                 r,
                 IntCounter::new(
@@ -267,6 +275,7 @@ impl PrometheusMetrics {
         s.cache_entries.set(gauge(gauges.cache.entries));
         s.cache_bytes.set(gauge(gauges.cache.bytes));
         s.cache_capacity.set(gauge(gauges.cache.capacity_bytes));
+        s.cache_degraded.set(i64::from(gauges.cache.degraded));
         for g in [
             &s.server_up,
             &s.circuit_open,

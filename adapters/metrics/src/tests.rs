@@ -83,6 +83,7 @@ fn gauges_are_read_at_scrape_time_and_totals_only_grow() {
             bytes: 300,
             capacity_bytes: 1000,
             evictions: 5,
+            degraded: false,
         },
         servers: vec![ServerGauges {
             server: "docs".into(),

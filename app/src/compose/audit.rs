@@ -1,4 +1,4 @@
-//! The composition root's audit side: the trail in the store's file, its checkpoint signer,
+//! The composition root's audit side: the trail in the store, its checkpoint signer,
 //! and the retention `quarry serve` applies.
 
 use std::sync::Arc;
@@ -6,21 +6,17 @@ use std::sync::Arc;
 use quarry_crypto_ring::RingSigner;
 use quarry_domain::Error;
 use quarry_ports::AuditLog;
-use quarry_store_sqlite::SqliteAudit;
 use quarry_usecases::AuditTrail;
 
-use super::{hasher, open_store};
+use super::{Store, hasher};
 use crate::{clock::SystemClock, config::Settings};
 
-/// The audit trail, in the store's file, chained with SHA-256.
+/// The audit trail, in the store, chained with SHA-256.
 ///
 /// # Errors
 /// E012 when the store cannot be opened.
 pub async fn audit_log(settings: &Settings) -> Result<Arc<dyn AuditLog>, Error> {
-    Ok(Arc::new(SqliteAudit::new(
-        open_store(settings).await?,
-        hasher(),
-    )))
+    Ok(Store::open(settings).await?.audit())
 }
 
 /// The audit trail with its checkpoint signer (the key file is created on first use only when
@@ -49,10 +45,12 @@ pub async fn audit_trail(settings: &Settings, create: bool) -> Result<AuditTrail
 /// How often `quarry serve` applies the audit retention.
 const RETENTION_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// Applies `logging.audit_retention_days` now and every hour while serving (with the store in
-/// a file and the trail on); what it removes is logged.
+/// Applies `logging.audit_retention_days` now and every hour while serving (with the trail on
+/// and a signing key that outlives the process); what it removes is logged.
 pub(crate) fn keep_audit_retention(settings: &Settings) {
-    if !settings.audit_enabled || settings.store_path.is_none() {
+    // A key to sign checkpoints with that outlives the process: beside the store file, or
+    // `logging.audit_key_file` (which PostgreSQL deployments set).
+    if !settings.audit_enabled || settings.audit_key.is_none() {
         return;
     }
     let settings = settings.clone();

@@ -17,6 +17,10 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ),
     ("QUARRY_LOGGING_LEVEL", "logging.level"),
     ("QUARRY_STORE_PATH", "store.path"),
+    ("QUARRY_STORE_BACKEND", "store.backend"),
+    ("QUARRY_STORE_URL", "store.url"),
+    ("QUARRY_CACHE_BACKEND", "cache.backend"),
+    ("QUARRY_CACHE_REDIS_URL", "cache.redis_url"),
     ("QUARRY_VAULT_KEY_FILE", "security.vault_key_file"),
 ];
 
@@ -52,6 +56,10 @@ pub(super) fn apply_env(
             }
             "QUARRY_LOGGING_LEVEL" => file.logging.level = value,
             "QUARRY_STORE_PATH" => file.store.path = Some(PathBuf::from(value)),
+            "QUARRY_STORE_BACKEND" => file.store.backend = Some(value),
+            "QUARRY_STORE_URL" => file.store.url = Some(value),
+            "QUARRY_CACHE_BACKEND" => file.cache.backend = Some(value),
+            "QUARRY_CACHE_REDIS_URL" => file.cache.redis_url = Some(value),
             "QUARRY_VAULT_KEY_FILE" => file.security.vault_key_file = Some(PathBuf::from(value)),
             _ => {}
         }

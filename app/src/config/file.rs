@@ -88,6 +88,10 @@ pub(super) struct RegistrySection {
 #[serde(deny_unknown_fields)]
 pub(super) struct StoreSection {
     pub(super) path: Option<PathBuf>,
+    pub(super) backend: Option<String>,
+    pub(super) url: Option<String>,
+    pub(super) schema: Option<String>,
+    pub(super) max_connections: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -211,6 +215,9 @@ pub(super) struct CacheSection {
     pub(super) max_size_mb: u64,
     #[serde(default = "default_policy")]
     pub(super) eviction_policy: String,
+    pub(super) backend: Option<String>,
+    pub(super) redis_url: Option<String>,
+    pub(super) redis_prefix: Option<String>,
 }
 
 impl Default for CacheSection {
@@ -220,6 +227,9 @@ impl Default for CacheSection {
             ttl_seconds: default_ttl(),
             max_size_mb: default_cache_mb(),
             eviction_policy: default_policy(),
+            backend: None,
+            redis_url: None,
+            redis_prefix: None,
         }
     }
 }

@@ -25,6 +25,7 @@ mod peers;
 mod policy;
 mod readpath;
 mod registry;
+mod replicas;
 mod resource_server;
 mod retention;
 mod scopes;

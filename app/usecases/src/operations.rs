@@ -57,6 +57,22 @@ impl GatewayOperations {
         }
     }
 
+    /// A shared cache that cannot be reached slows reads, it fails none: still ready, and said.
+    fn cache_check(gauges: &Gauges) -> ReadinessCheck {
+        ReadinessCheck {
+            name: "cache",
+            ok: true,
+            detail: if gauges.cache.degraded {
+                "the shared cache cannot be reached; reads go to the upstreams".to_owned()
+            } else {
+                format!(
+                    "{} entries, {} of {} bytes",
+                    gauges.cache.entries, gauges.cache.bytes, gauges.cache.capacity_bytes
+                )
+            },
+        }
+    }
+
     fn upstreams_check(gauges: &Gauges) -> ReadinessCheck {
         let usable = gauges
             .servers
@@ -110,7 +126,9 @@ impl Operations for GatewayOperations {
                     .unwrap_or_else(|| "the policy worker answers".to_owned()),
             });
         }
-        checks.push(Self::upstreams_check(&self.service.gauges().await));
+        let gauges = self.service.gauges().await;
+        checks.push(Self::cache_check(&gauges));
+        checks.push(Self::upstreams_check(&gauges));
         Readiness::of(checks)
     }
 }

@@ -85,6 +85,7 @@ pub async fn check_content(cache: impl ContentCache, capacity: u64) {
             bytes: 0,
             capacity_bytes: capacity,
             evictions: 0,
+            degraded: false,
         },
         "purges and invalidations are no evictions"
     );

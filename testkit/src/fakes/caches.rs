@@ -114,6 +114,7 @@ impl ContentCache for FakeContentCache {
             bytes: Self::bytes(&entries),
             capacity_bytes: self.capacity,
             evictions: self.evictions.load(Ordering::SeqCst),
+            degraded: false,
         }
     }
 }
