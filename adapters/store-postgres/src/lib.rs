@@ -75,7 +75,7 @@ pub struct PostgresStore {
 }
 
 /// How long a request waits for a connection before the store counts as unavailable.
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub(crate) fn micros(t: Timestamp) -> i64 {
     t.timestamp_micros()
@@ -89,7 +89,7 @@ impl PostgresStore {
     /// Connects to `target`, creates its schema if missing and brings it up to date.
     ///
     /// Connections are made as they are needed (at most `max_connections`): a database that
-    /// goes away fails the requests that need it (after waiting at most 5 s for a connection),
+    /// goes away fails the requests that need it (after waiting at most 3 s for a connection),
     /// and once it is back the next request is served, without a restart.
     ///
     /// # Errors

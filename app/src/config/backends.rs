@@ -210,3 +210,126 @@ pub(super) fn default_store_path(env: &dyn Fn(&str) -> Option<String>) -> PathBu
         None => PathBuf::from("quarry.db"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+    use crate::config::Settings;
+
+    fn load(text: &str, env: &[(&str, &str)]) -> Result<Settings, String> {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect();
+        Settings::load(Some(f.path()), &|var| {
+            env.iter().find(|(k, _)| k == var).map(|(_, v)| v.clone())
+        })
+        .map_err(|e| e.message().to_owned())
+    }
+
+    const KEY: (&str, &str) = (
+        "QUARRY_VAULT_KEY",
+        "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+    );
+
+    #[test]
+    fn the_embedded_backends_are_the_default() {
+        assert_eq!(load("", &[]).unwrap().backends, Backends::default());
+    }
+
+    #[test]
+    fn postgres_and_redis_are_chosen_by_the_file_or_the_environment() {
+        let file = "[store]\nbackend = \"postgres\"\nurl = \"postgres://q:pw@db/q\"\n\n[cache]\nbackend = \"redis\"\nredis_url = \"redis://cache:6379\"\n";
+        let s = load(file, &[KEY]).unwrap();
+        assert_eq!(
+            s.backends.store,
+            StoreBackend::Postgres {
+                url: "postgres://q:pw@db/q".into(),
+                schema: "quarry".into(),
+                max_connections: 16,
+            }
+        );
+        assert_eq!(
+            s.backends.cache,
+            CacheBackend::Redis {
+                url: "redis://cache:6379".into(),
+                prefix: "quarry:".into(),
+            }
+        );
+        assert_eq!(s.store_path, None, "no file with PostgreSQL");
+        assert!(
+            !format!("{s:?}").contains(":pw@"),
+            "the password is not shown"
+        );
+        let by_env = load(
+            "",
+            &[
+                KEY,
+                ("QUARRY_STORE_BACKEND", "postgres"),
+                ("QUARRY_STORE_URL", "postgres://db/q"),
+                ("QUARRY_CACHE_BACKEND", "redis"),
+                ("QUARRY_CACHE_REDIS_URL", "redis://cache"),
+            ],
+        )
+        .unwrap();
+        assert!(matches!(
+            by_env.backends.store,
+            StoreBackend::Postgres { .. }
+        ));
+        assert!(matches!(by_env.backends.cache, CacheBackend::Redis { .. }));
+    }
+
+    #[test]
+    fn what_is_wrong_is_said_with_the_key_to_fix() {
+        for (text, env, says) in [
+            (
+                "[store]\nbackend = \"mysql\"\n",
+                &[KEY][..],
+                "store.backend is \"mysql\"",
+            ),
+            (
+                "[store]\nbackend = \"postgres\"\n",
+                &[KEY],
+                "needs store.url",
+            ),
+            (
+                "[store]\nbackend = \"postgres\"\nurl = \"mysql://x\"\n",
+                &[KEY],
+                "not a postgres:// URL",
+            ),
+            (
+                "[store]\nbackend = \"postgres\"\nurl = \"postgres://x\"\nschema = \"a;b\"\n",
+                &[KEY],
+                "store.schema",
+            ),
+            (
+                "[store]\nurl = \"postgres://x\"\n",
+                &[KEY],
+                "are for store.backend = \"postgres\"",
+            ),
+            (
+                "[cache]\nbackend = \"memcached\"\n",
+                &[KEY],
+                "cache.backend is \"memcached\"",
+            ),
+            (
+                "[cache]\nbackend = \"redis\"\n",
+                &[KEY],
+                "needs cache.redis_url",
+            ),
+            (
+                "[store]\nbackend = \"postgres\"\nurl = \"postgres://u:secret@x\"\n",
+                &[],
+                "needs the vault key every replica shares",
+            ),
+        ] {
+            let err = load(text, env).unwrap_err();
+            assert!(err.contains(says), "{text}: {err}");
+            assert!(!err.contains("secret"), "{err}");
+        }
+    }
+}

@@ -21,6 +21,7 @@ mod inputs;
 mod logs;
 mod oauth;
 mod observe;
+mod outages;
 mod peers;
 mod policy;
 mod readpath;
