@@ -2,6 +2,7 @@
 
 mod bench;
 mod conformance;
+mod services;
 mod tidy;
 
 use std::{
@@ -23,6 +24,10 @@ tasks:
           upstream OAuth client) and server mode (Quarry over HTTP, 2025-11-25 and
           2026-07-28), failing on anything not in testkit/conformance/*.yml
   peers   install the real MCP servers and the Python SDK the tests use (into target/peers)
+  services [-- COMMAND...]
+          the PostgreSQL and Redis the tests use (QUARRY_TEST_POSTGRES_URL,
+          QUARRY_TEST_REDIS_URL; the local ones by default), starting servers of its own
+          where none answers; prints their URLs, or runs COMMAND with them set
   tidy    check the architecture's rules: dependencies (cargo metadata, cargo tree) and sources
           (module docs, no #[ignore], adapters named only in compose.rs, file sizes)";
 
@@ -33,6 +38,10 @@ fn main() {
         Some("bench") => bench::bench(),
         Some("conformance") => conformance::conformance(),
         Some("peers") => peers().map(|_| ()),
+        Some("services") => {
+            let rest: Vec<String> = std::env::args().skip(2).skip_while(|a| a == "--").collect();
+            services::with_services(&rest)
+        }
         Some("tidy") => {
             tidy::check(&workspace_root()).map(|()| println!("tidy: architecture rules hold"))
         }
@@ -162,6 +171,7 @@ fn ci() -> Result<()> {
     ]);
     run("clippy", clippy)?;
     let peers = peers()?;
+    let services = services::ensure()?;
     let mut build = cargo();
     build.args(["build", "--workspace", "--bins", "--locked"]);
     run("build programs", build)?;
@@ -178,8 +188,10 @@ fn ci() -> Result<()> {
         test.args(["test", "--workspace", "--locked", "--no-fail-fast"]);
     }
     test.env("QUARRY_PEERS_DIR", &peers)
-        .env("QUARRY_FIXTURE_PREBUILT", "1");
+        .env("QUARRY_FIXTURE_PREBUILT", "1")
+        .envs(services.env.iter().map(|(k, v)| (*k, v.as_str())));
     run("tests", test)?;
+    drop(services);
     let mut golden = std::process::Command::new(workspace_root().join("target/debug/quarry"));
     golden
         .args(["policy", "test"])
