@@ -81,6 +81,16 @@ pub(crate) fn bench() -> Result<()> {
         );
     }
     let stampede_line = json_line(&stampede_out.stdout, "stampede")?;
+    let mut shared = cargo();
+    shared.args(["bench", "-p", "quarry", "--bench", "shared"]);
+    let shared_out = shared.output().context("bench: shared cache")?;
+    if !shared_out.status.success() {
+        bail!(
+            "bench: shared cache failed: {}",
+            String::from_utf8_lossy(&shared_out.stderr)
+        );
+    }
+    let shared_line = json_line(&shared_out.stdout, "shared")?;
     let mut policy = cargo();
     policy.args([
         "bench",
@@ -226,6 +236,27 @@ pub(crate) fn bench() -> Result<()> {
             st[format!("{burst}_upstream_reads")]
         );
     }
+    let sh: Value = serde_json::from_str(&shared_line)?;
+    let f = |k: &str| sh[k].as_f64().unwrap_or(0.0);
+    println!("\n### Shared cache: Redis against memory (in process, upstream over HTTP)\n");
+    println!(
+        "| cache | cached read p50 | p99 | reads/s, 16 readers | listing of 100 from cached listings, p50 |"
+    );
+    println!("|---|---|---|---|---|");
+    for (name, label) in [("memory", "in memory"), ("redis", "Redis (loopback)")] {
+        println!(
+            "| {label} | {:.1} µs | {:.1} µs | {:.0} | {:.0} µs |",
+            f(&format!("{name}_p50_us")),
+            f(&format!("{name}_p99_us")),
+            f(&format!("{name}_reads_per_s")),
+            f(&format!("{name}_listing_p50_us"))
+        );
+    }
+    println!(
+        "\nInvalidation across two replicas on one Redis (upstream change → the other replica serves the new content): p50 {:.2} ms, max {:.2} ms of 20.",
+        f("invalidation_p50_us") / 1000.0,
+        f("invalidation_max_us") / 1000.0
+    );
     println!("\n### Policy decisions (median, real worker process)\n");
     for line in String::from_utf8_lossy(&policy_out.stdout)
         .lines()
