@@ -171,6 +171,13 @@ impl Backends {
                 ));
             }
         };
+        if cache == CacheBackend::Memory
+            && (file.cache.redis_url.is_some() || file.cache.redis_prefix.is_some())
+        {
+            return Err(
+                "cache.redis_url and cache.redis_prefix are for cache.backend = \"redis\"".into(),
+            );
+        }
         Ok(Self { store, cache })
     }
 
@@ -320,6 +327,11 @@ mod tests {
                 "[cache]\nbackend = \"redis\"\n",
                 &[KEY],
                 "needs cache.redis_url",
+            ),
+            (
+                "[cache]\nredis_url = \"redis://x\"\n",
+                &[KEY],
+                "are for cache.backend = \"redis\"",
             ),
             (
                 "[store]\nbackend = \"postgres\"\nurl = \"postgres://u:secret@x\"\n",
