@@ -18,6 +18,7 @@ mod oauth;
 mod operations;
 mod policy;
 mod registry;
+mod sessions;
 mod trace;
 mod upstream;
 mod vault;
@@ -39,6 +40,7 @@ pub use oauth::{AccessTokens, Browser, Challenge, OAuthClient, OAuthFailure};
 pub use operations::{Operations, Readiness, ReadinessCheck};
 pub use policy::{PolicyEngine, PolicyUnavailable};
 pub use registry::{IdempotencyStore, Remembered, Reservation, ServerRegistry};
+pub use sessions::{SessionRecord, SessionStore};
 pub use trace::TraceContext;
 pub use upstream::{
     Fetched, UpstreamConnector, UpstreamError, UpstreamListing, UpstreamObserver, UpstreamResource,
@@ -63,6 +65,8 @@ pub use oauth::MockAccessTokens;
 pub use policy::MockPolicyEngine;
 #[cfg(feature = "mocks")]
 pub use registry::{MockIdempotencyStore, MockServerRegistry};
+#[cfg(feature = "mocks")]
+pub use sessions::MockSessionStore;
 #[cfg(feature = "mocks")]
 pub use upstream::{MockUpstreamConnector, MockUpstreamObserver, MockUpstreamSession};
 #[cfg(feature = "mocks")]

@@ -9,6 +9,7 @@ pub mod audit;
 pub mod caches;
 pub mod idempotency;
 pub mod registry;
+pub mod sessions;
 pub mod vault;
 pub mod versions;
 

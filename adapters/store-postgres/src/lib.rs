@@ -10,6 +10,7 @@ mod audit;
 mod errors;
 mod idempotency;
 mod registry;
+mod sessions;
 mod vault;
 mod versions;
 

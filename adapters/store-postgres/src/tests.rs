@@ -84,6 +84,15 @@ async fn the_postgres_store_keeps_the_idempotency_contract_across_replicas() {
 }
 
 #[tokio::test]
+async fn the_postgres_store_keeps_the_session_contract_across_replicas() {
+    let schemas = Schemas::default();
+    contract::sessions::check(schemas.store(None, Retention::default()).await).await;
+    let one = schemas.store(None, Retention::default()).await;
+    let two = schemas.store(Some(&one.schema), Retention::default()).await;
+    contract::sessions::check_shared(one, two).await;
+}
+
+#[tokio::test]
 async fn the_postgres_audit_trail_is_one_chain_with_several_writers() {
     let schemas = Schemas::default();
     let hasher: Arc<dyn quarry_ports::ContentHasher> = Arc::new(quarry_testkit::fakes::FakeHasher);

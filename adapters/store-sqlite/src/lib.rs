@@ -10,6 +10,7 @@ mod audit;
 mod errors;
 mod idempotency;
 mod registry;
+mod sessions;
 mod vault;
 
 use std::{path::Path, str::FromStr, time::Duration};

@@ -182,4 +182,12 @@ mod contract {
         let (one, two) = two_on(&dir.path().join("q.db")).await;
         contract::idempotency::check_shared(Arc::new(one), Arc::new(two)).await;
     }
+
+    #[tokio::test]
+    async fn the_sqlite_store_keeps_the_session_contract_across_connections() {
+        contract::sessions::check(store().await).await;
+        let dir = tempfile::tempdir().unwrap();
+        let (one, two) = two_on(&dir.path().join("s.db")).await;
+        contract::sessions::check_shared(one, two).await;
+    }
 }
