@@ -60,6 +60,11 @@ pub fn hasher() -> Arc<dyn ContentHasher> {
 /// # Errors
 /// As [`build`].
 pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
+    Ok(ports_and_store(settings).await?.0)
+}
+
+/// The ports, and the store behind them (whose sessions the HTTP transport keeps).
+async fn ports_and_store(settings: &Settings) -> Result<(Ports, Store), Error> {
     let mut connector = RmcpConnector::new(settings.max_resource_bytes).map_err(|e| {
         tracing::error!("{e}");
         Error::internal()
@@ -78,7 +83,7 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
     }));
     let audit = settings.audit_enabled.then(|| store.audit());
     let stored = store.ports();
-    Ok(Ports {
+    let ports = Ports {
         connector: Arc::new(connector),
         cache: caches.content,
         listings: caches.listings,
@@ -92,7 +97,8 @@ pub async fn ports(settings: &Settings) -> Result<Ports, Error> {
         cipher,
         oauth: Arc::new(OAuthHttp::new(LOGIN_TIMEOUT)),
         audit,
-    })
+    };
+    Ok((ports, store))
 }
 
 /// A browser that visits the authorization URL itself (for servers that approve without a
@@ -239,7 +245,8 @@ pub async fn serve(
     how.http
         .map(|a| http_allowed(a, &settings.http))
         .transpose()?;
-    let service = build(settings).await?;
+    let (ports, store) = ports_and_store(settings).await?;
+    let service = service(settings, ports).await?;
     // Credentials the configured key cannot open would fail every connection: refuse now.
     service.check_vault().await?;
     for server in settings.servers.iter().filter(|s| s.spec.tls.allow_tls12) {
@@ -266,7 +273,7 @@ pub async fn serve(
         cache_ttl: settings.cache_ttl,
     };
     let http = match how.http {
-        Some(addr) => Some(serve_http(settings, &agents, options.clone(), addr).await?),
+        Some(addr) => Some(serve_http(settings, &agents, &store, options.clone(), addr).await?),
         None => None,
     };
     let result = if how.stdio {
@@ -293,6 +300,7 @@ pub async fn serve(
 async fn serve_http(
     settings: &Settings,
     agents: &Arc<Agents>,
+    store: &Store,
     options: ServerOptions,
     addr: std::net::SocketAddr,
 ) -> Result<quarry_mcp_server::HttpServer, Error> {
@@ -312,6 +320,8 @@ async fn serve_http(
             None => None,
         },
         request_timeout: http.request_timeout,
+        sessions: store.sessions(),
+        clock: Arc::new(SystemClock::new()),
     };
     let server = quarry_mcp_server::serve_http(
         Arc::new(agents::OverHttp(agents.clone())),

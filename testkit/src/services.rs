@@ -146,6 +146,13 @@ impl Relay {
         }
     }
 
+    /// Relays to `target` from now on, on the same port, as a load balancer does once a
+    /// replica has gone: every connection to the old target is reset.
+    pub async fn switch(&mut self, target: std::net::SocketAddr) {
+        self.target = target;
+        self.restore().await;
+    }
+
     /// Relays again, on the same port.
     ///
     /// # Panics

@@ -70,6 +70,8 @@ pub struct GatewayServer {
     options: ServerOptions,
     /// What this session subscribed to (2025-11-25 `resources/subscribe`).
     subscribed: resources::Subscribed,
+    /// Over HTTP, where sessions are recorded (their subscriptions too) for other replicas.
+    sessions: Option<crate::http::Shared>,
 }
 
 /// Who an HTTP request is from, as the transport's authentication found: put in the request's
@@ -114,6 +116,7 @@ impl GatewayServer {
             agents: None,
             options,
             subscribed: resources::Subscribed::default(),
+            sessions: None,
         }
     }
 
@@ -143,17 +146,30 @@ impl GatewayServer {
             agents: Some(agents),
             options,
             subscribed: resources::Subscribed::default(),
+            sessions: None,
+        }
+    }
+
+    /// This server, recording its sessions' subscriptions in `sessions`.
+    pub(crate) fn with_sessions(self, sessions: crate::http::Shared) -> Self {
+        Self {
+            sessions: Some(sessions),
+            ..self
         }
     }
 
     /// This server for one request: the caller's gateway, told what the transport knows of it.
     async fn scoped(&self, context: &RequestContext<RoleServer>) -> Self {
-        let caller = context
-            .extensions
+        self.scoped_by(&context.extensions, request_meta(context))
+            .await
+    }
+
+    /// This server for what `extensions` (a request's or a notification's) say of the caller.
+    async fn scoped_by(&self, extensions: &rmcp::model::Extensions, mut meta: RequestMeta) -> Self {
+        let caller = extensions
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Caller>())
             .cloned();
-        let mut meta = request_meta(context);
         let mut options = self.options.clone();
         let gateway = match (&self.agents, caller) {
             (Some(agents), Some(caller)) => {
@@ -168,6 +184,7 @@ impl GatewayServer {
             agents: None,
             options,
             subscribed: self.subscribed.clone(),
+            sessions: self.sessions.clone(),
         }
     }
 }
@@ -355,13 +372,14 @@ impl ServerHandler for GatewayServer {
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.native_unsubscribe(&request.uri);
+        self.native_unsubscribe(&request.uri, &context).await;
         Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.resume_subscriptions(&context.extensions).await;
         self.forward_changes(context.peer);
     }
 

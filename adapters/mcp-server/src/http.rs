@@ -4,8 +4,9 @@
 //! credentials only in the `Authorization` header; with API keys configured, a request without a
 //! known one is 401 and each key names its agent; a session belongs to the agent that opened it
 //! (its id with another agent's key is 404, as an unknown one is), at most `max_sessions` are
-//! open (503 past that), and one unused for `session_idle` is closed. Stopping drains what is in
-//! flight.
+//! open (503 past that), and one unused for `session_idle` is closed. Sessions are recorded in the
+//! session store, so another replica on the same store takes one over (`http/sessions.rs`).
+//! Stopping drains what is in flight.
 
 use std::{
     collections::HashMap,
@@ -22,7 +23,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use quarry_domain::Principal;
-use quarry_ports::{AgentGateways, ContentHasher};
+use quarry_ports::{AgentGateways, Clock, ContentHasher, SessionStore};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +42,7 @@ pub(crate) use auth::Granted;
 pub use auth::ResourceServerOptions;
 
 use sessions::Sessions;
+pub(crate) use sessions::Shared;
 use tls::{Peer, TlsListener};
 
 /// How long stopping waits for requests in flight before it ends the sessions.
@@ -76,6 +78,10 @@ pub struct HttpOptions {
     pub oauth: Option<ResourceServerOptions>,
     /// The longest a request may take, start to end of its answer.
     pub request_timeout: Duration,
+    /// Where sessions are recorded for every replica (and every restart) to take over.
+    pub sessions: Arc<dyn SessionStore>,
+    /// The time sessions are used at.
+    pub clock: Arc<dyn Clock>,
 }
 
 /// The HTTP transport, listening.
@@ -109,9 +115,11 @@ struct Guard {
     auth: Authenticator,
     max_body: usize,
     request_timeout: Duration,
-    /// Who opened each session.
-    owners: Mutex<HashMap<String, Principal>>,
+    /// Who opened each session this replica serves, and when the store last heard of its use.
+    owners: Mutex<HashMap<String, (Principal, std::time::Instant)>>,
     sessions: Arc<Sessions>,
+    /// Every replica's sessions.
+    shared: Shared,
     max_sessions: usize,
     /// Each agent's requests in flight.
     in_flight: Mutex<HashMap<Principal, Arc<tokio::sync::Semaphore>>>,
@@ -250,6 +258,11 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
         address,
         scopes,
     });
+    if let Some(m) = message.as_ref().filter(|m| m["method"] == "initialize") {
+        request
+            .extensions_mut()
+            .insert(Initialize(m["params"].clone()));
+    }
     // A POST is one request and is bounded in time; a GET is a stream the client keeps open.
     let id = message.and_then(|m| m.get("id").cloned());
     bounds::within(
@@ -261,7 +274,55 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
     .await
 }
 
-/// Sessions belong to the agent that opened them, and there are at most `max_sessions`.
+/// The `initialize` parameters of a request that opens a session.
+#[derive(Debug, Clone)]
+struct Initialize(serde_json::Value);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `caller` may use the session `id`: its owner as this replica knows it, else as the
+/// session store does (a session another replica opened, which rmcp then takes over). Refused
+/// as if it did not exist when another agent's; `None` to let rmcp answer.
+async fn owned(g: &Guard, id: &str, caller: &Principal) -> Option<Response> {
+    let known = lock(&g.owners).get(id).cloned();
+    match known {
+        Some((owner, _)) if owner != *caller => {
+            Some(refuse(StatusCode::NOT_FOUND, "no such session"))
+        }
+        Some((owner, touched)) => {
+            if touched.elapsed() >= g.shared.touch_every() {
+                lock(&g.owners).insert(id.to_owned(), (owner, std::time::Instant::now()));
+                g.shared.touch(id);
+            }
+            None
+        }
+        None => match g.shared.find(id).await {
+            Ok(Some(record)) if record.owner == *caller => {
+                lock(&g.owners).insert(id.to_owned(), (record.owner, std::time::Instant::now()));
+                g.shared.touch(id);
+                None
+            }
+            Ok(Some(_)) => Some(refuse(StatusCode::NOT_FOUND, "no such session")),
+            // Unknown everywhere: rmcp says 404.
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!("the session store cannot be reached: {e}");
+                let mut r = refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "sessions cannot be looked up now (the store is unreachable); try again",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                Some(r)
+            }
+        },
+    }
+}
+
+/// Sessions belong to the agent that opened them, and there are at most `max_sessions`; a new
+/// one is recorded in the session store.
 async fn sessions(State(g): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     let Some(caller) = request.extensions().get::<Caller>().cloned() else {
         return next.run(request).await;
@@ -274,15 +335,8 @@ async fn sessions(State(g): State<Arc<Guard>>, request: Request, next: Next) -> 
     let deleting = request.method() == Method::DELETE;
     match &asked {
         Some(id) => {
-            let owner = g
-                .owners
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(id)
-                .cloned();
-            if owner.is_some_and(|o| o != caller.principal) {
-                // Not this caller's: as if it did not exist.
-                return refuse(StatusCode::NOT_FOUND, "no such session");
+            if let Some(refused) = owned(&g, id, &caller.principal).await {
+                return refused;
             }
         }
         None if request.method() == Method::POST => {
@@ -299,24 +353,31 @@ async fn sessions(State(g): State<Arc<Guard>>, request: Request, next: Next) -> 
         }
         None => {}
     }
+    let initialize = request.extensions().get::<Initialize>().cloned();
     let response = next.run(request).await;
-    let mut owners = g.owners.lock().unwrap_or_else(|e| e.into_inner());
-    match (
-        &asked,
-        response
-            .headers()
-            .get(SESSION_ID)
-            .and_then(|v| v.to_str().ok()),
-    ) {
-        (None, Some(opened)) => {
-            owners.insert(opened.to_owned(), caller.principal);
+    let opened = response
+        .headers()
+        .get(SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match (&asked, opened, initialize) {
+        (None, Some(opened), Some(Initialize(params))) => {
+            lock(&g.owners).insert(
+                opened.clone(),
+                (caller.principal.clone(), std::time::Instant::now()),
+            );
+            if let Err(e) = g.shared.open(&opened, &caller.principal, &params).await {
+                tracing::warn!(
+                    "a new session could not be recorded (it will not outlive this replica): {e}"
+                );
+            }
         }
-        (Some(id), _) if deleting && response.status().is_success() => {
-            owners.remove(id);
+        (Some(id), _, _) if deleting && response.status().is_success() => {
+            lock(&g.owners).remove(id);
         }
-        (Some(id), _) if response.status() == StatusCode::NOT_FOUND => {
+        (Some(id), _, _) if response.status() == StatusCode::NOT_FOUND => {
             // Expired or closed: forget it.
-            owners.remove(id);
+            lock(&g.owners).remove(id);
         }
         _ => {}
     }
@@ -379,6 +440,8 @@ pub async fn serve_http(
     let mut manager = Sessions::default();
     manager.local.session_config.keep_alive = Some(http.session_idle);
     let manager = Arc::new(manager);
+    let shared = Shared::new(http.sessions, hasher.clone(), http.clock, http.session_idle);
+    shared.keep_expiring(stop.clone());
     let default_gateway = agents.for_agent(&options.principal).await;
     let guard_state = Arc::new(Guard {
         hosts: http.allowed_hosts.clone(),
@@ -394,11 +457,13 @@ pub async fn serve_http(
         request_timeout: http.request_timeout,
         owners: Mutex::new(HashMap::new()),
         sessions: manager.clone(),
+        shared: shared.clone(),
         max_sessions: http.max_sessions,
         in_flight: Mutex::new(HashMap::new()),
         per_agent: http.max_requests_per_agent,
     });
-    let handler = GatewayServer::for_agents(default_gateway, agents, options);
+    let handler =
+        GatewayServer::for_agents(default_gateway, agents, options).with_sessions(shared.clone());
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(http.allowed_hosts)
         .with_allowed_origins(http.allowed_origins)
@@ -406,6 +471,7 @@ pub async fn serve_http(
         .with_max_request_body_bytes(http.max_body_bytes)
         .with_cancellation_token(ended.clone());
     config.sse_keep_alive = Some(Duration::from_secs(15));
+    config.session_store = Some(shared.for_rmcp());
     let service: StreamableHttpService<GatewayServer, Sessions> =
         StreamableHttpService::new(move || Ok(handler.for_session()), manager, config);
     let router = Router::new()

@@ -9,7 +9,7 @@ use quarry_cache_redis::{RedisContentCache, RedisInvalidationBus, RedisLink, Red
 use quarry_domain::{Error, ErrorCode};
 use quarry_ports::{
     AuditLog, ContentCache, CredentialStore, IdempotencyStore, InvalidationBus, ListingCache,
-    ServerRegistry, VersionStore,
+    ServerRegistry, SessionStore, VersionStore,
 };
 use quarry_store_postgres::{PostgresAudit, PostgresStore, PostgresTarget};
 use quarry_store_sqlite::{SqliteAudit, SqliteStore};
@@ -79,6 +79,14 @@ impl Store {
         match self {
             Self::Sqlite(s) => all(&Arc::new(s.clone())),
             Self::Postgres(s) => all(&Arc::new(s.clone())),
+        }
+    }
+
+    /// The HTTP transport's sessions, kept in this store for every replica (and restart).
+    pub(crate) fn sessions(&self) -> Arc<dyn SessionStore> {
+        match self {
+            Self::Sqlite(s) => Arc::new(s.clone()),
+            Self::Postgres(s) => Arc::new(s.clone()),
         }
     }
 

@@ -20,7 +20,7 @@ use crate::{
 };
 
 pub(crate) const ALICE_KEY: &str = "alice-key-0123456789abcdef0123456789abcdef";
-const BOB_KEY: &str = "bob-key-fedcba9876543210fedcba9876543210fe";
+pub(crate) const BOB_KEY: &str = "bob-key-fedcba9876543210fedcba9876543210fe";
 
 /// A gateway serving HTTP (and stdio's pipes unused), killed when dropped.
 pub(crate) struct Served {

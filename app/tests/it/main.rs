@@ -34,6 +34,7 @@ mod serve;
 mod subscriptions;
 mod supervision;
 mod support;
+mod takeover;
 mod tls;
 mod token_sources;
 mod traces;

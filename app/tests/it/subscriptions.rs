@@ -25,7 +25,7 @@ use crate::{
 
 /// A 2025-11-25 client that passes on every `resources/updated` it hears.
 #[derive(Clone)]
-struct Hears(mpsc::UnboundedSender<String>);
+pub(crate) struct Hears(pub(crate) mpsc::UnboundedSender<String>);
 
 impl ClientHandler for Hears {
     async fn on_resource_updated(
@@ -49,7 +49,7 @@ async fn listening_gateway(
 }
 
 /// Waits for `uri` among what was heard.
-async fn hear(hearing: &mut mpsc::UnboundedReceiver<String>, uri: &str) {
+pub(crate) async fn hear(hearing: &mut mpsc::UnboundedReceiver<String>, uri: &str) {
     let waited = tokio::time::timeout(Duration::from_secs(15), async {
         while let Some(heard) = hearing.recv().await {
             if heard == uri {

@@ -8,17 +8,19 @@ use quarry_domain::{
     CacheHint, CacheScope, Error, ErrorCode, ListQuery, PageLimit, Resource as DomainResource,
     ResourceUri,
 };
-use quarry_ports::{ReadRequest, ResourceChange};
+use quarry_ports::{ReadRequest, RequestMeta, ResourceChange};
 use rmcp::{
     ErrorData, RoleServer,
     model::{
-        Annotations, CacheScope as WireScope, ListResourceTemplatesResult, ListResourcesResult,
-        NotificationNoParam, PaginatedRequestParams, ReadResourceRequestParams,
-        ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
-        ResourceListChangedNotification, ResourceTemplate, ResourceUpdatedNotification,
-        ResourceUpdatedNotificationParam, ServerNotification, SubscriptionFilter,
+        Annotations, CacheScope as WireScope, Extensions, ListResourceTemplatesResult,
+        ListResourcesResult, NotificationNoParam, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+        ResourceContents, ResourceListChangedNotification, ResourceTemplate,
+        ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification,
+        SubscriptionFilter,
     },
     service::{Peer, RequestContext, SubscriptionContext},
+    transport::streamable_http_server::session::SessionRestoreMarker,
 };
 use serde_json::{Value, json};
 
@@ -29,6 +31,16 @@ const NATIVE_PAGE: i64 = 100;
 
 /// How often a 2025-11-25 session's change forwarder looks whether its client is gone.
 const CLOSED_CHECK: Duration = Duration::from_secs(5);
+
+/// The session a request belongs to, as its `Mcp-Session-Id` header says.
+fn session_of(extensions: &Extensions) -> Option<&str> {
+    extensions
+        .get::<axum::http::request::Parts>()?
+        .headers
+        .get("mcp-session-id")?
+        .to_str()
+        .ok()
+}
 
 /// The URIs a session subscribed to with `resources/subscribe`, as it sees them.
 pub(crate) type Subscribed = Arc<std::sync::Mutex<HashSet<String>>>;
@@ -223,12 +235,62 @@ impl GatewayServer {
             .watch(&uri)
             .await
             .map_err(|e| protocol_error(&e, Some(&shown)))?;
+        if let (Some(sessions), Some(id)) = (&self.sessions, session_of(&context.extensions)) {
+            sessions.subscribed(id, &shown, true).await;
+        }
         lock(&self.subscribed).insert(shown);
         Ok(())
     }
 
-    pub(crate) fn native_unsubscribe(&self, shown: &str) {
+    pub(crate) async fn native_unsubscribe(
+        &self,
+        shown: &str,
+        context: &RequestContext<RoleServer>,
+    ) {
         lock(&self.subscribed).remove(shown);
+        if let (Some(sessions), Some(id)) = (&self.sessions, session_of(&context.extensions)) {
+            sessions.subscribed(id, shown, false).await;
+        }
+    }
+
+    /// For a session taken over from another replica (rmcp marks the replayed handshake): its
+    /// subscriptions, as recorded, are made again here, each still subject to the caller's
+    /// policy.
+    pub(crate) async fn resume_subscriptions(&self, extensions: &Extensions) {
+        let (Some(sessions), Some(marker)) =
+            (&self.sessions, extensions.get::<SessionRestoreMarker>())
+        else {
+            return;
+        };
+        let record = match sessions.find(&marker.id).await {
+            Ok(Some(record)) => record,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!("a taken-over session's subscriptions cannot be read: {e}");
+                return;
+            }
+        };
+        let me = self.scoped_by(extensions, RequestMeta::default()).await;
+        let mut resumed = 0_usize;
+        for shown in record.subscriptions {
+            let watched = match self.gateway_uri(&shown) {
+                Ok(uri) => me.gateway.watch(&uri).await,
+                Err(e) => Err(e),
+            };
+            match watched {
+                Ok(()) => {
+                    lock(&self.subscribed).insert(shown);
+                    resumed += 1;
+                }
+                Err(e) => {
+                    tracing::info!(code = %e.code(), "a subscription was not resumed: {}", e.message());
+                }
+            }
+        }
+        tracing::info!(
+            subscriptions = resumed,
+            "a session taken over resumed its subscriptions"
+        );
     }
 
     /// For a 2025-11-25 session: forwards `list_changed` always, and `updated` for the URIs it

@@ -1,20 +1,31 @@
-//! Session ids worth their name: rmcp's local session manager, with ids of 244 random bits (two
-//! version 4 UUIDs from the system's random source, 64 hex digits) instead of one UUID's 122.
+//! Sessions of the HTTP transport (MCP 2025-11-25). The live ones are rmcp's local session
+//! manager's, with ids of 244 random bits (two version 4 UUIDs from the system's random source,
+//! 64 hex digits) instead of one UUID's 122. Every session is also recorded in the session store
+//! port ([`Shared`]): the agent that opened it, the client's `initialize` parameters and what it
+//! subscribed to, under the SHA-256 of its id. A replica asked for a session it does not hold
+//! takes it over from that record (rmcp replays the `initialize` handshake; the handler
+//! subscribes again), so a session outlives the replica that opened it.
+
+use std::{sync::Arc, time::Duration};
 
 use futures::Stream;
+use quarry_domain::Principal;
+use quarry_ports::{Clock, ContentHasher, SessionRecord, SessionStore, StoreError};
 use rmcp::{
     model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
     transport::{
         WorkerTransport,
         streamable_http_server::session::{
-            ServerSseMessage, SessionId, SessionManager,
+            RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
             local::{
                 LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
                 create_local_session,
             },
+            store::{self, SessionState},
         },
     },
 };
+use tokio_util::sync::CancellationToken;
 
 /// Sessions of one HTTP transport.
 #[derive(Debug, Default)]
@@ -83,5 +94,154 @@ impl SessionManager for Sessions {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.local.resume(id, last_event_id).await
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        self.local.restore_session(id).await
+    }
+}
+
+/// What every replica knows of the sessions: the session store port, keyed by the SHA-256 of
+/// each id (the store holds nothing a client could present). A record unused for `idle` is
+/// gone, as the session is.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    store: Arc<dyn SessionStore>,
+    hasher: Arc<dyn ContentHasher>,
+    clock: Arc<dyn Clock>,
+    idle: Duration,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        store: Arc<dyn SessionStore>,
+        hasher: Arc<dyn ContentHasher>,
+        clock: Arc<dyn Clock>,
+        idle: Duration,
+    ) -> Self {
+        Self {
+            store,
+            hasher,
+            clock,
+            idle,
+        }
+    }
+
+    fn key(&self, id: &str) -> String {
+        self.hasher.sha256(id.as_bytes()).hex()
+    }
+
+    /// How often a session in use says so to the store: often enough that it never looks idle
+    /// to another replica.
+    pub(crate) fn touch_every(&self) -> Duration {
+        (self.idle / 4).max(Duration::from_secs(1))
+    }
+
+    /// The session `id`, unless it is unknown or has been idle too long.
+    pub(crate) async fn find(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let found = self.store.find(&self.key(id)).await?;
+        let now = self.clock.now();
+        let idle = chrono::Duration::from_std(self.idle).unwrap_or(chrono::TimeDelta::MAX);
+        Ok(found.filter(|r| r.last_used + idle >= now))
+    }
+
+    /// Records the session `owner` just opened with these `initialize` parameters.
+    pub(crate) async fn open(
+        &self,
+        id: &str,
+        owner: &Principal,
+        initialize: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.store
+            .open(
+                &self.key(id),
+                owner,
+                &initialize.to_string(),
+                self.clock.now(),
+            )
+            .await
+    }
+
+    /// The session was used now (in the background: the request does not wait).
+    pub(crate) fn touch(&self, id: &str) {
+        let (store, key, now) = (self.store.clone(), self.key(id), self.clock.now());
+        tokio::spawn(async move {
+            if let Err(e) = store.touch(&key, now).await {
+                tracing::warn!("a session's use could not be recorded: {e}");
+            }
+        });
+    }
+
+    /// The session subscribed to `uri` (`on`) or no longer does.
+    pub(crate) async fn subscribed(&self, id: &str, uri: &str, on: bool) {
+        let key = self.key(id);
+        let done = if on {
+            self.store.subscribe(&key, uri).await
+        } else {
+            self.store.unsubscribe(&key, uri).await
+        };
+        if let Err(e) = done {
+            tracing::warn!(
+                "a subscription could not be recorded (it holds on this replica only): {e}"
+            );
+        }
+    }
+
+    /// Forgets the sessions idle too long, every so often, until `stop`.
+    pub(crate) fn keep_expiring(&self, stop: CancellationToken) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval((me.idle / 2).min(Duration::from_secs(60)));
+            loop {
+                tokio::select! {
+                    _ = every.tick() => {}
+                    () = stop.cancelled() => return,
+                }
+                let idle = chrono::Duration::from_std(me.idle).unwrap_or(chrono::TimeDelta::MAX);
+                match me.store.expire(me.clock.now() - idle).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(sessions = n, "idle sessions forgotten"),
+                    Err(e) => tracing::warn!("idle sessions could not be forgotten: {e}"),
+                }
+            }
+        });
+    }
+
+    /// rmcp's view of these sessions, for taking one over.
+    pub(crate) fn for_rmcp(&self) -> Arc<dyn store::SessionStore> {
+        Arc::new(Restore(self.clone()))
+    }
+}
+
+/// What rmcp reads to take a session over: its `initialize` parameters.
+#[derive(Debug)]
+struct Restore(Shared);
+
+#[async_trait::async_trait]
+impl store::SessionStore for Restore {
+    async fn load(&self, id: &str) -> Result<Option<SessionState>, store::SessionStoreError> {
+        let Some(record) = self.0.find(id).await? else {
+            return Ok(None);
+        };
+        let params = serde_json::from_str(&record.initialize)?;
+        tracing::info!("taking over a session another replica opened");
+        Ok(Some(SessionState::new(params)))
+    }
+
+    /// Nothing: the session guard records a new session, with the agent that opened it, which
+    /// rmcp does not know.
+    async fn store(
+        &self,
+        _id: &str,
+        _state: &SessionState,
+    ) -> Result<(), store::SessionStoreError> {
+        Ok(())
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), store::SessionStoreError> {
+        Ok(self.0.store.close(&self.0.key(id)).await?)
     }
 }
