@@ -72,6 +72,10 @@ async fn ports_and_store(settings: &Settings) -> Result<(Ports, Store), Error> {
     if settings.telemetry.is_some() {
         connector = connector.with_trace(Arc::new(quarry_telemetry_otlp::W3cTraceContext));
     }
+    settings
+        .backends
+        .check_vault_key(&settings.vault_key)
+        .map_err(Error::invalid)?;
     let store = Store::open(settings).await?;
     let caches = backends::caches(settings)?;
     let cipher = Arc::new(RingCipher::new(key_source(&settings.vault_key)?, |path| {

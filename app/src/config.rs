@@ -219,7 +219,6 @@ impl Settings {
             }
             (_, None, None) => VaultKey::Ephemeral,
         };
-        backends.check_vault_key(&vault_key).map_err(in_file)?;
         let mut settings = Self::from_file(file, path, store_path)?;
         (settings.vault_key, settings.backends) = (vault_key, backends);
         Ok(settings)

@@ -182,8 +182,12 @@ impl Backends {
     }
 
     /// Replicas on one PostgreSQL must open one another's credentials: the vault key is given,
-    /// never made by each replica for itself.
-    pub(super) fn check_vault_key(&self, key: &VaultKey) -> Result<(), String> {
+    /// never made by each replica for itself. Checked where the vault is opened (what never
+    /// opens it, `quarry audit verify` say, needs no key).
+    ///
+    /// # Errors
+    /// Says which key to set.
+    pub(crate) fn check_vault_key(&self, key: &VaultKey) -> Result<(), String> {
         match (&self.store, key) {
             (StoreBackend::Postgres { .. }, VaultKey::CreatedOnFirstUse(_) | VaultKey::Ephemeral) => {
                 Err("store.backend = \"postgres\" needs the vault key every replica shares: set QUARRY_VAULT_KEY or security.vault_key_file (32 random bytes in base64: head -c 32 /dev/urandom | base64)".into())
@@ -333,15 +337,26 @@ mod tests {
                 &[KEY],
                 "are for cache.backend = \"redis\"",
             ),
-            (
-                "[store]\nbackend = \"postgres\"\nurl = \"postgres://u:secret@x\"\n",
-                &[],
-                "needs the vault key every replica shares",
-            ),
         ] {
             let err = load(text, env).unwrap_err();
             assert!(err.contains(says), "{text}: {err}");
             assert!(!err.contains("secret"), "{err}");
         }
+        // Loading needs no vault key (audit verification never opens the vault); opening the
+        // vault on PostgreSQL does.
+        let settings = load(
+            "[store]\nbackend = \"postgres\"\nurl = \"postgres://u:secret@x\"\n",
+            &[],
+        )
+        .unwrap();
+        let err = settings
+            .backends
+            .check_vault_key(&settings.vault_key)
+            .unwrap_err();
+        assert!(
+            err.contains("needs the vault key every replica shares"),
+            "{err}"
+        );
+        assert!(!err.contains("secret"), "{err}");
     }
 }

@@ -173,7 +173,8 @@ async fn two_replicas_share_credentials_idempotency_cache_and_audit() {
     let out = std::process::Command::new(crate::support::QUARRY)
         .args(["audit", "verify", "--json", "--config"])
         .arg(dir.path().join("a/quarry.toml"))
-        .env("QUARRY_VAULT_KEY", VAULT_KEY)
+        // Verifying never opens the vault: no key needed.
+        .env_remove("QUARRY_VAULT_KEY")
         .output()
         .unwrap();
     let verified: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
@@ -185,5 +186,28 @@ async fn two_replicas_share_credentials_idempotency_cache_and_audit() {
     assert!(
         verified["records"].as_u64().unwrap_or(0) >= 6,
         "records from both replicas: {verified}"
+    );
+}
+
+// traces: REQ-071-036 — a replica on PostgreSQL is not left to make a vault key of its own (the
+// others could not open what it seals): serving without the shared key is refused, E001.
+#[test]
+fn a_replica_without_the_shared_vault_key_refuses_to_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(crate::support::QUARRY)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .env_remove("QUARRY_CONFIG")
+        .env_remove("QUARRY_VAULT_KEY")
+        .env("QUARRY_STORE_BACKEND", "postgres")
+        .env("QUARRY_STORE_URL", services::postgres_url())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(11), "{stderr}");
+    assert!(
+        stderr.contains("E001") && stderr.contains("QUARRY_VAULT_KEY"),
+        "{stderr}"
     );
 }
