@@ -117,6 +117,11 @@ async fn a_session_and_its_subscription_go_on_through_b_when_a_is_killed() {
         "change announced through B {:?} after the switch",
         started.elapsed()
     );
+    let said = std::fs::read_to_string(dir.path().join("b/stderr.log")).unwrap();
+    assert!(
+        said.contains("taking over a session another process opened"),
+        "B took the session over: {said}"
+    );
 }
 
 // traces: REQ-071-036 — a session is its opener's on every replica: another agent presenting
@@ -200,4 +205,42 @@ async fn a_2026_client_is_served_by_either_replica_and_listens_again_after_a_dea
     .await;
     assert!(ended.is_ok(), "the dead replica's stream did not end");
     bump_while(listen(front, 3, wanted).await).await;
+}
+
+// traces: REQ-071-036 — on the embedded default, a session outlives a restart of the gateway:
+// the new process serves the same `Mcp-Session-Id` from the SQLite file; an id never opened is
+// still 404.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_outlives_a_restart_on_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = http_fixture("notes", 2).await;
+    let config = http_server("notes", &notes.url);
+    let mut first = crate::http::served(dir.path(), &config, &[]).await;
+    let host = |addr: SocketAddr| format!("127.0.0.1:{}", addr.port());
+    let (status, head, _) =
+        crate::http::post(first.addr, &host(first.addr), &[], crate::http::INITIALIZE).await;
+    assert_eq!(status, 200, "{head}");
+    let id = crate::http::session_of(&head).expect("a session");
+    first.child.kill().await.unwrap();
+
+    let second = crate::http::served(dir.path(), &config, &[]).await;
+    let read = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+        "params": {"uri": NOTE}})
+    .to_string();
+    let (status, head, body) = crate::http::post(
+        second.addr,
+        &host(second.addr),
+        &[&format!("Mcp-Session-Id: {id}")],
+        &read,
+    )
+    .await;
+    assert_eq!(status, 200, "{head}{body}");
+    let answer = crate::eras::message(&body);
+    assert_eq!(
+        answer["result"]["contents"][0]["text"], "Hello from notes!\n",
+        "{answer}"
+    );
+    let never = format!("Mcp-Session-Id: {}", "0".repeat(64));
+    let (status, _, _) = crate::http::post(second.addr, &host(second.addr), &[&never], &read).await;
+    assert_eq!(status, 404, "an id never opened");
 }

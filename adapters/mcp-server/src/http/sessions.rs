@@ -227,7 +227,9 @@ impl store::SessionStore for Restore {
             return Ok(None);
         };
         let params = serde_json::from_str(&record.initialize)?;
-        tracing::info!("taking over a session another replica opened");
+        tracing::info!(
+            "taking over a session another process opened (a replica, or this gateway before a restart)"
+        );
         Ok(Some(SessionState::new(params)))
     }
 
