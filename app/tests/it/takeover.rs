@@ -28,6 +28,41 @@ use crate::{
 const NOTE: &str = "mcp://notes/fixture_3A//text/hello.txt";
 const COUNTER: &str = "mcp://notes/fixture_3A//counter";
 
+/// Two replicas on one schema and prefix (removed with `_shared`) in `dir`, in front of the
+/// notes fixture; API keys for alice and bob when `keyed`.
+struct Deployment {
+    _shared: Shared,
+    notes: quarry_testkit::fixture::HttpFixture,
+    dir: tempfile::TempDir,
+    a: crate::http::Served,
+    b: crate::http::Served,
+}
+
+impl Deployment {
+    async fn start(keyed: bool) -> Self {
+        let shared = Shared::new();
+        let notes = http_fixture("notes", 2).await;
+        let servers = http_server("notes", &notes.url);
+        let config = shared.config(&if keyed {
+            crate::http::keyed(&servers)
+        } else {
+            servers
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            replica(&dir.path().join("a"), &config).await,
+            replica(&dir.path().join("b"), &config).await,
+        );
+        Self {
+            _shared: shared,
+            notes,
+            dir,
+            a,
+            b,
+        }
+    }
+}
+
 /// The note's text, read natively (`resources/read`).
 async fn note(client: &rmcp::service::RunningService<rmcp::RoleClient, Hears>) -> String {
     let read = client
@@ -67,14 +102,13 @@ async fn bump_until_heard(
 // client reopens.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_and_its_subscription_go_on_through_b_when_a_is_killed() {
-    let shared = Shared::new();
-    let notes = http_fixture("notes", 2).await;
-    let config = shared.config(&http_server("notes", &notes.url));
-    let dir = tempfile::tempdir().unwrap();
-    let (mut a, b) = (
-        replica(&dir.path().join("a"), &config).await,
-        replica(&dir.path().join("b"), &config).await,
-    );
+    let Deployment {
+        _shared,
+        notes,
+        dir,
+        mut a,
+        b,
+    } = Deployment::start(false).await;
     let mut balancer = Relay::start(a.addr).await;
     let front = SocketAddr::from(([127, 0, 0, 1], balancer.port()));
 
@@ -128,14 +162,13 @@ async fn a_session_and_its_subscription_go_on_through_b_when_a_is_killed() {
 // its id to the replica that did not open it gets 404, as for an unknown session.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_taken_over_is_still_only_its_openers() {
-    let shared = Shared::new();
-    let notes = http_fixture("notes", 2).await;
-    let config = shared.config(&crate::http::keyed(&http_server("notes", &notes.url)));
-    let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (
-        replica(&dir.path().join("a"), &config).await,
-        replica(&dir.path().join("b"), &config).await,
-    );
+    let Deployment {
+        _shared,
+        notes: _notes,
+        dir: _dir,
+        a,
+        b,
+    } = Deployment::start(true).await;
     let alice = format!("Authorization: Bearer {}", crate::http::ALICE_KEY);
     let bob = format!("Authorization: Bearer {}", crate::http::BOB_KEY);
     let host = |addr: SocketAddr| format!("127.0.0.1:{}", addr.port());
@@ -160,14 +193,13 @@ async fn a_session_taken_over_is_still_only_its_openers() {
 // opened again through the balancer and hears the next change.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_2026_client_is_served_by_either_replica_and_listens_again_after_a_death() {
-    let shared = Shared::new();
-    let notes = http_fixture("notes", 2).await;
-    let config = shared.config(&http_server("notes", &notes.url));
-    let dir = tempfile::tempdir().unwrap();
-    let (mut a, b) = (
-        replica(&dir.path().join("a"), &config).await,
-        replica(&dir.path().join("b"), &config).await,
-    );
+    let Deployment {
+        _shared,
+        notes,
+        dir: _dir,
+        mut a,
+        b,
+    } = Deployment::start(false).await;
     for addr in [a.addr, b.addr, a.addr] {
         let (status, answer) =
             modern(addr, "resources/read", Some(NOTE), json!({"uri": NOTE})).await;
