@@ -122,14 +122,10 @@ async fn killing_redis_during_reads_fails_no_request() {
     assert_eq!(degraded, Some(0.0), "recovered");
 }
 
-// traces: AU-2 — PostgreSQL cut away: a read, whose audit record cannot be written, is refused
-// with E011 (and the upstream is not asked); once the database is back the next request is
-// served, without a restart.
-#[tokio::test(flavor = "multi_thread")]
-async fn losing_postgres_fails_closed_and_service_resumes() {
-    let shared = Shared::new();
+/// A relay in front of the test PostgreSQL, and the database URL through it.
+async fn relayed_postgres() -> (Relay, String) {
+    let url = services::postgres_url();
     let target: std::net::SocketAddr = {
-        let url = services::postgres_url();
         let host = url
             .rsplit('@')
             .next()
@@ -142,11 +138,20 @@ async fn losing_postgres_fails_closed_and_service_resumes() {
         };
         tokio::net::lookup_host(host).await.unwrap().next().unwrap()
     };
-    let mut relay = Relay::start(target).await;
-    let url = services::postgres_url();
+    let relay = Relay::start(target).await;
     let (scheme_user, rest) = url.split_once('@').unwrap_or(("postgres://postgres", &url));
     let database = rest.split_once('/').map_or("postgres", |(_, d)| d);
     let relayed = format!("{scheme_user}@127.0.0.1:{}/{database}", relay.port());
+    (relay, relayed)
+}
+
+// traces: AU-2 — PostgreSQL cut away: a read, whose audit record cannot be written, is refused
+// with E011 (and the upstream is not asked); once the database is back the next request is
+// served, without a restart.
+#[tokio::test(flavor = "multi_thread")]
+async fn losing_postgres_fails_closed_and_service_resumes() {
+    let shared = Shared::new();
+    let (mut relay, relayed) = relayed_postgres().await;
     let docs = http_fixture("docs", 2).await;
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
@@ -199,4 +204,58 @@ async fn losing_postgres_fails_closed_and_service_resumes() {
         docs.server.reads() > upstream_before,
         "the resumed read reached the upstream"
     );
+}
+
+// traces: REQ-071-036 — PostgreSQL cut away while a session lives: the replica holding it goes
+// on serving it; the other, which would take it over, answers 503 with Retry-After (never 404,
+// which would make the client drop its session), and takes it over once the database is back.
+#[tokio::test(flavor = "multi_thread")]
+async fn losing_postgres_loses_no_session() {
+    let shared = Shared::new();
+    let (mut relay, relayed) = relayed_postgres().await;
+    let docs = http_fixture("docs", 2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[store]\nbackend = \"postgres\"\nurl = {relayed:?}\nschema = {:?}\n\n{}",
+        shared.schema,
+        http_server("docs", &docs.url)
+    );
+    let (a, b) = (
+        crate::replicas::replica(&dir.path().join("a"), &config).await,
+        crate::replicas::replica(&dir.path().join("b"), &config).await,
+    );
+    let host = |addr: std::net::SocketAddr| format!("127.0.0.1:{}", addr.port());
+    let (status, head, _) =
+        crate::http::post(a.addr, &host(a.addr), &[], crate::http::INITIALIZE).await;
+    assert_eq!(status, 200, "{head}");
+    let session = format!(
+        "Mcp-Session-Id: {}",
+        crate::http::session_of(&head).unwrap()
+    );
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+
+    relay.cut();
+    let (status, head, _) = crate::http::post(a.addr, &host(a.addr), &[&session], ping).await;
+    assert_eq!(status, 200, "the replica holding the session: {head}");
+    let (status, head, _) = crate::http::post(b.addr, &host(b.addr), &[&session], ping).await;
+    assert_eq!(status, 503, "{head}");
+    assert!(head.to_ascii_lowercase().contains("retry-after"), "{head}");
+
+    relay.restore().await;
+    let started = std::time::Instant::now();
+    loop {
+        let (status, head, _) = crate::http::post(b.addr, &host(b.addr), &[&session], ping).await;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(
+            status, 503,
+            "only 'try again' while the database returns: {head}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "still refused 20 s after the database returned: {head}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
