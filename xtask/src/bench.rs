@@ -46,6 +46,9 @@ fn json_line(stdout: &[u8], bench: &str) -> Result<String> {
 
 pub(crate) fn bench() -> Result<()> {
     let root = workspace_root();
+    // The shared-cache and PostgreSQL benches need the services the tests use.
+    let services = crate::services::ensure()?;
+    let service_env = || services.env.iter().map(|(k, v)| (*k, v.as_str()));
     let mut read = cargo();
     read.args(["bench", "-p", "quarry", "--bench", "read"]);
     // Criterion's running commentary goes to stderr; stdout is left for the tables.
@@ -83,6 +86,7 @@ pub(crate) fn bench() -> Result<()> {
     let stampede_line = json_line(&stampede_out.stdout, "stampede")?;
     let mut shared = cargo();
     shared.args(["bench", "-p", "quarry", "--bench", "shared"]);
+    shared.envs(service_env());
     let shared_out = shared.output().context("bench: shared cache")?;
     if !shared_out.status.success() {
         bail!(
@@ -103,6 +107,10 @@ pub(crate) fn bench() -> Result<()> {
     audit.args(["bench", "-p", "quarry-store-sqlite", "--bench", "audit"]);
     audit.stdout(std::io::stderr());
     run("bench: audit append", audit)?;
+    let mut audit_pg = cargo();
+    audit_pg.args(["bench", "-p", "quarry-store-postgres", "--bench", "audit"]);
+    audit_pg.stdout(std::io::stderr()).envs(service_env());
+    run("bench: audit append on PostgreSQL", audit_pg)?;
     let mut tokens = cargo();
     tokens.args(["bench", "-p", "quarry-oauth-resource", "--bench", "verify"]);
     tokens.stdout(std::io::stderr());
@@ -149,9 +157,15 @@ pub(crate) fn bench() -> Result<()> {
         );
     }
     let invalidation = estimate(&root, "invalidation/resources_updated_to_evicted_http")?;
+    let (sqlite, postgres) = (
+        estimate(&root, "audit/append")?,
+        estimate(&root, "audit/append_postgres")?,
+    );
     println!(
-        "\nOne audit record appended to the SQLite trail (`audit/append`, the store alone): {}\n",
-        human(estimate(&root, "audit/append")?)
+        "\nOne audit record appended, the store alone: SQLite file (`audit/append`) {}, PostgreSQL (`audit/append_postgres`) {} ({:.1}×)\n",
+        human(sqlite),
+        human(postgres),
+        postgres / sqlite
     );
     println!("\n### Bearer token checks (median, key set in memory)\n");
     println!(
