@@ -1,7 +1,9 @@
 //! The audit trail shared by every replica: one row per record and the chain's head. An append
-//! is one transaction that locks the head row, writes the record after it and moves the head,
-//! so any number of writers extend one chain, and a replica killed mid-append leaves it as it
-//! was. `writable` costs nothing while appends succeed; after one fails it writes the head row
+//! is first tried as one statement that moves the head from the one this process last wrote
+//! and inserts the record only if it did (one round trip); when another writer moved the head
+//! since, it is one transaction that locks the head row, writes the record after it and moves
+//! the head. Either way any number of writers extend one chain, and a replica killed mid-append
+//! leaves it as it was. `writable` costs nothing while appends succeed; after one fails it writes the head row
 //! (unchanged) to find out, and keeps saying no until that succeeds. Retention
 //! (`audit/retention.rs`) removes records up to a checkpoint and keeps the checkpoint, in one
 //! transaction.
@@ -9,7 +11,7 @@
 mod retention;
 
 use std::sync::{
-    Arc,
+    Arc, Mutex,
     atomic::{AtomicBool, Ordering},
 };
 
@@ -29,6 +31,8 @@ pub struct PostgresAudit {
     hasher: Arc<dyn ContentHasher>,
     /// False from a failed append until a test write succeeds.
     healthy: Arc<AtomicBool>,
+    /// The head this process last wrote or saw (number, hash): the next append expects it.
+    last: Arc<Mutex<Option<(u64, String)>>>,
 }
 
 fn seq_of(n: i64) -> Result<u64, StoreError> {
@@ -42,17 +46,13 @@ impl PostgresAudit {
             store,
             hasher,
             healthy: Arc::new(AtomicBool::new(false)),
+            last: Arc::new(Mutex::new(None)),
         }
     }
 
-    async fn chain(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
-        let mut tx = self.store.pool.begin().await.map_err(failed)?;
-        let (last, last_hash): (i64, String) =
-            sqlx::query_as("SELECT seq, record_hash FROM audit_head WHERE id = 1 FOR UPDATE")
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(failed)?;
-        let seq = seq_of(last)? + 1;
+    /// The record after `(last, last_hash)` (the head; 0 for none yet).
+    fn after(&self, last: u64, last_hash: String, entry: &AuditEntry) -> AuditRecord {
+        let seq = last + 1;
         let previous_hash = if last == 0 {
             GENESIS_HASH.to_owned()
         } else {
@@ -62,31 +62,91 @@ impl PostgresAudit {
             .hasher
             .sha256(&chain_material(seq, entry, &previous_hash))
             .hex();
-        let at = i64::try_from(seq).map_err(|_| corrupt("the audit trail is full"))?;
+        AuditRecord {
+            seq,
+            entry: entry.clone(),
+            previous_hash,
+            record_hash,
+        }
+    }
+
+    fn remember(&self, record: &AuditRecord) {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((record.seq, record.record_hash.clone()));
+    }
+
+    async fn chain(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
+        let expected = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some((last, last_hash)) = expected {
+            let record = self.after(last, last_hash.clone(), entry);
+            if self.append_after(&record, &last_hash).await? {
+                self.remember(&record);
+                return Ok(record);
+            }
+        }
+        let record = self.chain_locked(entry).await?;
+        self.remember(&record);
+        Ok(record)
+    }
+
+    /// One statement: the head moves to `record` only if it is still `record.seq - 1` with
+    /// `last_hash`, and the record is written only if it moved. False when another writer came
+    /// first (nothing written).
+    async fn append_after(
+        &self,
+        record: &AuditRecord,
+        last_hash: &str,
+    ) -> Result<bool, StoreError> {
+        let at = i64::try_from(record.seq).map_err(|_| corrupt("the audit trail is full"))?;
+        let written = sqlx::query(
+            "WITH moved AS (
+                 UPDATE audit_head SET seq = $1, record_hash = $2
+                 WHERE id = 1 AND seq = $1 - 1 AND record_hash = $3
+                 RETURNING seq)
+             INSERT INTO audit_records (seq, entry, previous_hash, record_hash)
+             SELECT $1, $4, $5, $2 FROM moved",
+        )
+        .bind(at)
+        .bind(&record.record_hash)
+        .bind(last_hash)
+        .bind(canonical_entry(&record.entry))
+        .bind(&record.previous_hash)
+        .execute(&self.store.pool)
+        .await
+        .map_err(failed)?
+        .rows_affected();
+        Ok(written == 1)
+    }
+
+    /// The append that waits for the head: a transaction holding its row's lock.
+    async fn chain_locked(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
+        let mut tx = self.store.pool.begin().await.map_err(failed)?;
+        let (last, last_hash): (i64, String) =
+            sqlx::query_as("SELECT seq, record_hash FROM audit_head WHERE id = 1 FOR UPDATE")
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(failed)?;
+        let record = self.after(seq_of(last)?, last_hash, entry);
+        let at = i64::try_from(record.seq).map_err(|_| corrupt("the audit trail is full"))?;
         sqlx::query(
             "INSERT INTO audit_records (seq, entry, previous_hash, record_hash)
              VALUES ($1, $2, $3, $4)",
         )
         .bind(at)
         .bind(canonical_entry(entry))
-        .bind(&previous_hash)
-        .bind(&record_hash)
+        .bind(&record.previous_hash)
+        .bind(&record.record_hash)
         .execute(&mut *tx)
         .await
         .map_err(failed)?;
         sqlx::query("UPDATE audit_head SET seq = $1, record_hash = $2 WHERE id = 1")
             .bind(at)
-            .bind(&record_hash)
+            .bind(&record.record_hash)
             .execute(&mut *tx)
             .await
             .map_err(failed)?;
         tx.commit().await.map_err(failed)?;
-        Ok(AuditRecord {
-            seq,
-            entry: entry.clone(),
-            previous_hash,
-            record_hash,
-        })
+        Ok(record)
     }
 
     /// A write that changes nothing but needs what an append needs: a connection, a writable
