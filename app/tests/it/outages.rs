@@ -145,6 +145,15 @@ async fn relayed_postgres() -> (Relay, String) {
     (relay, relayed)
 }
 
+/// A configuration on the PostgreSQL at `url`, in `shared`'s schema, serving the docs fixture.
+fn on_postgres(url: &str, shared: &Shared, docs: &str) -> String {
+    format!(
+        "[store]\nbackend = \"postgres\"\nurl = {url:?}\nschema = {:?}\n\n{}",
+        shared.schema,
+        http_server("docs", docs)
+    )
+}
+
 // traces: AU-2 — PostgreSQL cut away: a read, whose audit record cannot be written, is refused
 // with E011 (and the upstream is not asked); once the database is back the next request is
 // served, without a restart.
@@ -154,11 +163,7 @@ async fn losing_postgres_fails_closed_and_service_resumes() {
     let (mut relay, relayed) = relayed_postgres().await;
     let docs = http_fixture("docs", 2).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = format!(
-        "[store]\nbackend = \"postgres\"\nurl = {relayed:?}\nschema = {:?}\n\n{}",
-        shared.schema,
-        http_server("docs", &docs.url)
-    );
+    let config = on_postgres(&relayed, &shared, &docs.url);
     let gateway = served_env(
         dir.path(),
         &config,
@@ -215,11 +220,7 @@ async fn losing_postgres_loses_no_session() {
     let (mut relay, relayed) = relayed_postgres().await;
     let docs = http_fixture("docs", 2).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = format!(
-        "[store]\nbackend = \"postgres\"\nurl = {relayed:?}\nschema = {:?}\n\n{}",
-        shared.schema,
-        http_server("docs", &docs.url)
-    );
+    let config = on_postgres(&relayed, &shared, &docs.url);
     let (a, b) = (
         crate::replicas::replica(&dir.path().join("a"), &config).await,
         crate::replicas::replica(&dir.path().join("b"), &config).await,
