@@ -1,0 +1,130 @@
+//! The session guard, before rmcp: a session is its opener's (on this replica as the owners map
+//! says, else as the session store does, for a session another process opened), at most
+//! `max_sessions` are open, and a new one is recorded in the session store with its owner.
+
+use std::sync::{Arc, Mutex};
+
+use axum::{
+    extract::{Request, State},
+    http::{HeaderValue, Method, StatusCode, header},
+    middleware::Next,
+    response::Response,
+};
+use quarry_domain::Principal;
+
+use super::{Guard, SESSION_ID, refuse};
+use crate::handler::Caller;
+
+/// The `initialize` parameters of a request that opens a session.
+#[derive(Debug, Clone)]
+pub(super) struct Initialize(pub(super) serde_json::Value);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `caller` may use the session `id`: its owner as this replica knows it, else as the
+/// session store does (a session another replica opened, which rmcp then takes over). Refused
+/// as if it did not exist when another agent's; `None` to let rmcp answer.
+async fn owned(g: &Guard, id: &str, caller: &Principal) -> Option<Response> {
+    let known = lock(&g.owners).get(id).cloned();
+    match known {
+        Some((owner, _)) if owner != *caller => {
+            Some(refuse(StatusCode::NOT_FOUND, "no such session"))
+        }
+        Some((owner, touched)) => {
+            if touched.elapsed() >= g.shared.touch_every() {
+                lock(&g.owners).insert(id.to_owned(), (owner, std::time::Instant::now()));
+                g.shared.touch(id);
+            }
+            None
+        }
+        None => match g.shared.find(id).await {
+            Ok(Some(record)) if record.owner == *caller => {
+                lock(&g.owners).insert(id.to_owned(), (record.owner, std::time::Instant::now()));
+                g.shared.touch(id);
+                None
+            }
+            Ok(Some(_)) => Some(refuse(StatusCode::NOT_FOUND, "no such session")),
+            // Unknown everywhere: rmcp says 404.
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!("the session store cannot be reached: {e}");
+                let mut r = refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "sessions cannot be looked up now (the store is unreachable); try again",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                Some(r)
+            }
+        },
+    }
+}
+
+/// Sessions belong to the agent that opened them, and there are at most `max_sessions`; a new
+/// one is recorded in the session store.
+pub(super) async fn sessions(
+    State(g): State<Arc<Guard>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(caller) = request.extensions().get::<Caller>().cloned() else {
+        return next.run(request).await;
+    };
+    let asked = request
+        .headers()
+        .get(SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let deleting = request.method() == Method::DELETE;
+    match &asked {
+        Some(id) => {
+            if let Some(refused) = owned(&g, id, &caller.principal).await {
+                return refused;
+            }
+        }
+        None if request.method() == Method::POST => {
+            let open = g.sessions.local.sessions.read().await.len();
+            if open >= g.max_sessions {
+                let mut r = refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many sessions are open (http.max_sessions); try again later",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                return r;
+            }
+        }
+        None => {}
+    }
+    let initialize = request.extensions().get::<Initialize>().cloned();
+    let response = next.run(request).await;
+    let opened = response
+        .headers()
+        .get(SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match (&asked, opened, initialize) {
+        (None, Some(opened), Some(Initialize(params))) => {
+            lock(&g.owners).insert(
+                opened.clone(),
+                (caller.principal.clone(), std::time::Instant::now()),
+            );
+            if let Err(e) = g.shared.open(&opened, &caller.principal, &params).await {
+                tracing::warn!(
+                    "a new session could not be recorded (it will not outlive this replica): {e}"
+                );
+            }
+        }
+        (Some(id), _, _) if deleting && response.status().is_success() => {
+            lock(&g.owners).remove(id);
+        }
+        (Some(id), _, _) if response.status() == StatusCode::NOT_FOUND => {
+            // Expired or closed: forget it.
+            lock(&g.owners).remove(id);
+        }
+        _ => {}
+    }
+    response
+}
