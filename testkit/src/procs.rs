@@ -20,14 +20,19 @@ pub fn children_of(parent: u32) -> Vec<(u32, bool)> {
         .collect()
 }
 
-/// Open file descriptors of `pid`.
+/// What `pid`'s descriptors that are not files on disk point at (pipes, sockets, anonymous
+/// inodes such as pidfds): what a child process or a connection leaves behind when it leaks.
+/// Files (a database, its WAL) are left out: a connection pool may open more of them on demand.
 ///
 /// # Panics
 /// When `/proc/{pid}/fd` cannot be read.
-pub fn open_fds(pid: u32) -> usize {
+pub fn open_non_file_fds(pid: u32) -> Vec<String> {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/fd: {e}"))
-        .count()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .map(|target| target.to_string_lossy().into_owned())
+        .filter(|target| !target.starts_with('/'))
+        .collect()
 }
 
 /// The most resident memory `pid` has used so far (`VmHWM`), in bytes.

@@ -70,8 +70,14 @@ pub(crate) async fn served_env(
         .unwrap();
     for _ in 0..500 {
         let text = std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default();
-        if let Some(rest) = text.split("serving MCP on ").nth(1) {
-            let rest = rest.split("://").nth(1).unwrap();
+        // The whole line: stderr may take it in more than one write.
+        if let Some(line) = text
+            .split("serving MCP on ")
+            .nth(1)
+            .and_then(|rest| rest.split_once('\n'))
+            .map(|(line, _)| line)
+        {
+            let rest = line.split("://").nth(1).unwrap();
             let addr = rest.split('/').next().unwrap().parse().unwrap();
             return Served { child, addr };
         }
