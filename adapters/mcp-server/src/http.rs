@@ -380,7 +380,12 @@ pub async fn serve_http(
                 TlsListener::new(listener, config, stop.clone()).map_err(|e| e.to_string())?;
             tokio::spawn(run!(listener, router, stop.clone(), ended))
         }
-        None => tokio::spawn(run!(listener, router, stop.clone(), ended)),
+        None => tokio::spawn(run!(
+            tls::PlainListener(listener),
+            router,
+            stop.clone(),
+            ended
+        )),
     };
     tracing::info!(%addr, "serving MCP over streamable HTTP at /mcp");
     Ok(HttpServer { addr, stop, task })
