@@ -22,7 +22,7 @@ use quarry_domain::{Endpoint, ResourceUri, ServerName, ServerSettings, ServerSpe
 use quarry_ports::{ContentCache, ReadRequest, ResourceGateway, ResourceKey};
 use quarry_usecases::ResourceService;
 use rmcp::{
-    RoleClient, ServiceExt,
+    ClientCacheConfig, RoleClient, ServiceExt,
     model::{CallToolRequestParams, ClientConfig, ReadResourceRequestParams},
     service::RunningService,
     transport::TokioChildProcess,
@@ -42,7 +42,19 @@ async fn direct_client() -> RunningService<RoleClient, ClientConfig> {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    ClientConfig::default().serve(transport).await.unwrap()
+    uncached(ClientConfig::default().serve(transport).await.unwrap()).await
+}
+
+/// rmcp's client keeps answers for their `ttlMs` (Quarry gives one): without this, a cached
+/// read would be measured in the benchmark's own process.
+async fn uncached(
+    client: RunningService<RoleClient, ClientConfig>,
+) -> RunningService<RoleClient, ClientConfig> {
+    client
+        .peer()
+        .set_response_cache_config(ClientCacheConfig::disabled())
+        .await;
+    client
 }
 
 /// `quarry serve` over the fixture, its store in `dir`, auditing or not.
@@ -65,7 +77,7 @@ async fn gateway_client(
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    ClientConfig::default().serve(transport).await.unwrap()
+    uncached(ClientConfig::default().serve(transport).await.unwrap()).await
 }
 
 async fn in_process_service() -> Arc<ResourceService> {

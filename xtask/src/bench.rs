@@ -10,8 +10,9 @@ use crate::{cargo, run, workspace_root};
 
 const SIZES: [&str; 3] = ["1KiB", "64KiB", "1MiB"];
 
-/// Criterion's point estimate (the median when present, else the mean) in nanoseconds.
-fn estimate(root: &Path, id: &str) -> Result<f64> {
+/// Criterion's point estimate (the median when present, else the mean) in nanoseconds. `id` is
+/// criterion's folder: `group/function/parameter`, a lone function's `/` turned into `_`.
+pub(crate) fn estimate(root: &Path, id: &str) -> Result<f64> {
     let path = root
         .join("target/criterion")
         .join(id)
@@ -25,7 +26,7 @@ fn estimate(root: &Path, id: &str) -> Result<f64> {
         .context("no point estimate")
 }
 
-fn human(ns: f64) -> String {
+pub(crate) fn human(ns: f64) -> String {
     if ns >= 1e6 {
         format!("{:.2} ms", ns / 1e6)
     } else if ns >= 1e3 {
@@ -44,8 +45,14 @@ fn json_line(stdout: &[u8], bench: &str) -> Result<String> {
         .with_context(|| format!("the {bench} bench printed no figures"))
 }
 
-pub(crate) fn bench() -> Result<()> {
+mod peers;
+
+pub(crate) fn bench(with_peers: bool) -> Result<()> {
     let root = workspace_root();
+    if with_peers {
+        crate::peers()?;
+        crate::bench_peers()?;
+    }
     // The shared-cache and PostgreSQL benches need the services the tests use.
     let services = crate::services::ensure()?;
     let service_env = || services.env.iter().map(|(k, v)| (*k, v.as_str()));
@@ -111,6 +118,10 @@ pub(crate) fn bench() -> Result<()> {
     audit_pg.args(["bench", "-p", "quarry-store-postgres", "--bench", "audit"]);
     audit_pg.stdout(std::io::stderr()).envs(service_env());
     run("bench: audit append on PostgreSQL", audit_pg)?;
+    let mut hot = cargo();
+    hot.args(["bench", "-p", "quarry", "--bench", "hot"]);
+    hot.stdout(std::io::stderr());
+    run("bench: decisions and encoding", hot)?;
     let mut tokens = cargo();
     tokens.args(["bench", "-p", "quarry-oauth-resource", "--bench", "verify"]);
     tokens.stdout(std::io::stderr());
@@ -158,14 +169,33 @@ pub(crate) fn bench() -> Result<()> {
     }
     let invalidation = estimate(&root, "invalidation/resources_updated_to_evicted_http")?;
     let (sqlite, postgres) = (
-        estimate(&root, "audit/append")?,
-        estimate(&root, "audit/append_postgres")?,
+        estimate(&root, "audit_append")?,
+        estimate(&root, "audit_append_postgres")?,
     );
     println!(
         "\nOne audit record appended, the store alone: SQLite file (`audit/append`) {}, PostgreSQL (`audit/append_postgres`) {} ({:.1}×)\n",
         human(sqlite),
         human(postgres),
         postgres / sqlite
+    );
+    println!("\n### A decision's cost to a cached read, and encoding a read result (median)\n");
+    let plain = estimate(&root, "decision/cached_read_without_policy")?;
+    let cached = estimate(&root, "decision/cached_read_decision_cached")?;
+    let asked = estimate(&root, "decision/cached_read_decision_asked")?;
+    println!(
+        "| cached read, no policy | with the decision cached | with the decision asked of the worker | encoding the tool's result: 1 KiB | 64 KiB | 1 MiB |"
+    );
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| {} | {} (+{}) | {} (+{}) | {} | {} | {} |",
+        human(plain),
+        human(cached),
+        human(cached - plain),
+        human(asked),
+        human(asked - plain),
+        human(estimate(&root, "encode_read_result/1KiB")?),
+        human(estimate(&root, "encode_read_result/64KiB")?),
+        human(estimate(&root, "encode_read_result/1MiB")?)
     );
     println!("\n### Bearer token checks (median, key set in memory)\n");
     println!(
@@ -174,12 +204,12 @@ pub(crate) fn bench() -> Result<()> {
     println!("|---|---|---|---|---|---|");
     println!(
         "| {} | {} | {} | {} | {} | {} |",
-        human(estimate(&root, "token/es256_first_check")?),
-        human(estimate(&root, "token/eddsa_first_check")?),
-        human(estimate(&root, "token/es256_remembered")?),
-        human(estimate(&root, "token/eddsa_remembered")?),
-        human(estimate(&root, "token/expired_refused")?),
-        human(estimate(&root, "token/other_audience_refused")?)
+        human(estimate(&root, "token_es256_first_check")?),
+        human(estimate(&root, "token_eddsa_first_check")?),
+        human(estimate(&root, "token_es256_remembered")?),
+        human(estimate(&root, "token_eddsa_remembered")?),
+        human(estimate(&root, "token_expired_refused")?),
+        human(estimate(&root, "token_other_audience_refused")?)
     );
     println!("\n### Invalidation (median)\n");
     println!(
@@ -287,6 +317,15 @@ pub(crate) fn bench() -> Result<()> {
             std::thread::available_parallelism().map_or(0, |n| n.get()),
             String::from_utf8_lossy(&cpu.stdout).trim_end()
         );
+    }
+    if with_peers {
+        let seen = peers::Seen {
+            invalidation_ns: invalidation,
+            policy: serde_json::from_str(&json_line(&policy_out.stdout, "policy")?)?,
+            stampede: st,
+            memory: m,
+        };
+        peers::bench(&root, &seen)?;
     }
     Ok(())
 }

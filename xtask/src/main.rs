@@ -18,7 +18,11 @@ const USAGE: &str = "usage: cargo xtask <task>
 tasks:
   ci      everything CI runs: format check, clippy (warnings are errors), the dependency
           rules, the peer servers, then every test
-  bench   run the benchmarks (release build) and print BENCHMARKS.md's tables
+  bench [--peers]
+          run the benchmarks (release build) and print BENCHMARKS.md's tables; with
+          --peers also install mcp-proxy and supergateway (into target/peers/bench),
+          measure Quarry beside them and the direct upstream in the same run, and write
+          those tables into BENCHMARKS.md
   conformance
           run the official MCP conformance suite with Node 22: client mode (Quarry's
           upstream OAuth client) and server mode (Quarry over HTTP, 2025-11-25 and
@@ -35,7 +39,14 @@ fn main() {
     let task = std::env::args().nth(1);
     let outcome = match task.as_deref() {
         Some("ci") => ci(),
-        Some("bench") => bench::bench(),
+        Some("bench") => match std::env::args().nth(2).as_deref() {
+            None => bench::bench(false),
+            Some("--peers") => bench::bench(true),
+            Some(other) => {
+                eprintln!("xtask bench: unknown option {other}\n\n{USAGE}");
+                std::process::exit(2);
+            }
+        },
         Some("conformance") => conformance::conformance(),
         Some("peers") => peers().map(|_| ()),
         Some("services") => {
@@ -97,53 +108,74 @@ fn have(program: &str, arg: &str) -> bool {
 /// and the pinned Python MCP SDK into a venv beside them.
 fn peers() -> Result<PathBuf> {
     let root = workspace_root();
-    let source = root.join("testkit/peers");
     let target = root.join("target/peers");
-    let lock = std::fs::read(source.join("package-lock.json"))
-        .context("testkit/peers/package-lock.json")?;
-    let installed = std::fs::read(target.join("package-lock.json")).ok();
-    if installed.as_deref() == Some(lock.as_slice()) && target.join("node_modules").is_dir() {
-        eprintln!("==> peers: npm packages up to date in {}", target.display());
-    } else {
-        if !have("npm", "--version") {
-            bail!(
-                "npm is needed to install the peer MCP servers: install Node.js 20+ with npm (Debian: apt-get install nodejs npm)"
-            );
-        }
-        std::fs::create_dir_all(&target)?;
-        for file in ["package.json", "package-lock.json"] {
-            std::fs::copy(source.join(file), target.join(file))?;
-        }
-        let mut npm = Command::new("npm");
-        npm.args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&target);
-        run("peers: npm ci", npm)?;
-    }
-    python_peers(&target)?;
+    npm_install(&root.join("testkit/peers"), &target)?;
+    venv_install(
+        &root.join("testkit/peers/requirements.txt"),
+        &target.join("venv"),
+    )?;
     Ok(target)
 }
 
-/// Installs the pinned Python MCP SDK into `target/peers/venv` unless it is there already.
-fn python_peers(target: &Path) -> Result<()> {
-    let requirements = workspace_root().join("testkit/peers/requirements.txt");
-    let wanted = std::fs::read(&requirements).context("testkit/peers/requirements.txt")?;
-    let venv = target.join("venv");
+/// The peer gateways `cargo xtask bench --peers` measures (supergateway from npm, mcp-proxy
+/// from PyPI), pinned in `testkit/peers/bench`, into `target/peers/bench`.
+fn bench_peers() -> Result<PathBuf> {
+    let root = workspace_root();
+    let target = root.join("target/peers/bench");
+    npm_install(&root.join("testkit/peers/bench"), &target)?;
+    venv_install(
+        &root.join("testkit/peers/bench/requirements.txt"),
+        &target.join("venv"),
+    )?;
+    Ok(target)
+}
+
+/// `npm ci` of `source`'s lock file into `target`, unless the installed one already matches.
+fn npm_install(source: &Path, target: &Path) -> Result<()> {
+    let lock = std::fs::read(source.join("package-lock.json"))
+        .with_context(|| format!("{}/package-lock.json", source.display()))?;
+    let installed = std::fs::read(target.join("package-lock.json")).ok();
+    if installed.as_deref() == Some(lock.as_slice()) && target.join("node_modules").is_dir() {
+        eprintln!("==> peers: npm packages up to date in {}", target.display());
+        return Ok(());
+    }
+    if !have("npm", "--version") {
+        bail!(
+            "npm is needed to install the peer MCP servers: install Node.js 20+ with npm (Debian: apt-get install nodejs npm)"
+        );
+    }
+    std::fs::create_dir_all(target)?;
+    for file in ["package.json", "package-lock.json"] {
+        std::fs::copy(source.join(file), target.join(file))?;
+    }
+    let mut npm = Command::new("npm");
+    npm.args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(target);
+    run("peers: npm ci", npm)
+}
+
+/// A venv at `venv` holding `requirements`, unless it holds them already.
+fn venv_install(requirements: &Path, venv: &Path) -> Result<()> {
+    let wanted = std::fs::read(requirements).with_context(|| requirements.display().to_string())?;
     let stamp = venv.join("quarry-requirements.txt");
     if std::fs::read(&stamp).ok().as_deref() == Some(wanted.as_slice()) {
-        eprintln!("==> peers: Python SDK up to date in {}", venv.display());
+        eprintln!(
+            "==> peers: Python packages up to date in {}",
+            venv.display()
+        );
         return Ok(());
     }
     if !have("python3", "--version") {
         bail!(
-            "python3 (3.10+) with venv is needed for the Python SDK smoke check (Debian: apt-get install python3 python3-venv)"
+            "python3 (3.10+) with venv is needed for the Python peers (Debian: apt-get install python3 python3-venv)"
         );
     }
     let mut create = Command::new("python3");
-    create.args(["-m", "venv", "--clear"]).arg(&venv);
+    create.args(["-m", "venv", "--clear"]).arg(venv);
     run("peers: python venv", create)?;
     let mut pip = Command::new(venv.join("bin/pip"));
     pip.args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-        .arg(&requirements);
+        .arg(requirements);
     run("peers: pip install", pip)?;
     std::fs::write(stamp, wanted)?;
     Ok(())

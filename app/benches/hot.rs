@@ -1,0 +1,139 @@
+//! Hot paths not covered elsewhere, in process (criterion):
+//!
+//! - `decision`: a cached read through the policy decorator (`Governed`, the spec's rules in a
+//!   real `quarry policy-worker`), with the decision cached and with a decision asked of the
+//!   worker each time (a URI it has not decided, of a resource already cached), beside the same
+//!   read without policy. The differences are what a decision costs a read.
+//! - `encode_read_result`: a read result turned into the JSON the `read_mcp_resource` tool
+//!   answers with (`serde_json::to_value`, then that value as text), at 1 KiB, 64 KiB, 1 MiB.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use quarry::{compose, config::Settings};
+use quarry_domain::{
+    AgentFacts, Endpoint, Principal, ResourceUri, ServerName, ServerSettings, ServerSpec,
+};
+use quarry_policy_prolog::{PrologPolicy, WorkerCommand, program};
+use quarry_ports::{ReadRequest, ResourceGateway};
+use quarry_usecases::{Governed, ResourceService};
+
+const QUARRY: &str = env!("CARGO_BIN_EXE_quarry");
+
+async fn service() -> Arc<ResourceService> {
+    let endpoint = Endpoint::Stdio {
+        command: QUARRY.into(),
+        args: ["fixture", "--name", "bench"].map(String::from).to_vec(),
+        env: BTreeMap::new(),
+        cwd: None,
+    };
+    let spec = ServerSpec::new(ServerName::parse("bench").unwrap(), endpoint);
+    let mut settings = Settings::defaults();
+    settings.servers = vec![ServerSettings::new(spec)];
+    settings.store_path = None;
+    settings.cache_ttl = Duration::from_secs(3600);
+    let ports = compose::ports(&settings).await.unwrap();
+    compose::service(&settings, ports).await.unwrap()
+}
+
+async fn governed(service: Arc<ResourceService>) -> Governed {
+    let agents = [AgentFacts {
+        agent: "alice".into(),
+        permissions: vec!["mcp_access".into()],
+        servers: vec![ServerName::parse("bench").unwrap()],
+        ..AgentFacts::default()
+    }];
+    let engine = PrologPolicy::start(
+        WorkerCommand {
+            program: QUARRY.into(),
+            args: vec!["policy-worker".into()],
+            memory_limit: Some(1 << 30),
+        },
+        program(None, &[], &agents, &[]),
+        Duration::from_secs(30),
+        quarry_policy_prolog::RECYCLE_AFTER,
+    )
+    .await
+    .unwrap();
+    Governed::new(service, Arc::new(engine), Principal::new("alice"), "stdio")
+}
+
+fn decision(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let service = rt.block_on(service());
+    let governed = rt.block_on(governed(service.clone()));
+    let uri = ResourceUri::parse("mcp://bench/fixture_3A//sized/1024").unwrap();
+    let hit = ReadRequest::whole(uri.clone());
+    rt.block_on(service.read_resource(hit.clone())).unwrap();
+    rt.block_on(governed.read_resource(hit.clone())).unwrap();
+    let mut group = c.benchmark_group("decision");
+    group.bench_function("cached_read_without_policy", |b| {
+        b.to_async(&rt).iter(|| async {
+            assert!(service.read_resource(hit.clone()).await.unwrap().cached);
+        });
+    });
+    group.bench_function("cached_read_decision_cached", |b| {
+        b.to_async(&rt).iter(|| async {
+            assert!(governed.read_resource(hit.clone()).await.unwrap().cached);
+        });
+    });
+    // A resource the decorator has not decided yet (each iteration another size), its content
+    // put in the cache outside the timing: the read pays the worker's decision and a hit.
+    let fresh = AtomicU64::new(0);
+    group.bench_function("cached_read_decision_asked", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let requests: Vec<ReadRequest> = (0..iters)
+                    .map(|_| {
+                        let n = fresh.fetch_add(1, Ordering::Relaxed);
+                        let uri = format!("mcp://bench/fixture_3A//sized/{}", 2048 + n);
+                        ReadRequest::whole(ResourceUri::parse(&uri).unwrap())
+                    })
+                    .collect();
+                for r in &requests {
+                    service.read_resource(r.clone()).await.unwrap();
+                }
+                let started = std::time::Instant::now();
+                for r in requests {
+                    assert!(governed.read_resource(r).await.unwrap().cached);
+                }
+                started.elapsed()
+            })
+        });
+    });
+    group.finish();
+    rt.block_on(service.shutdown());
+}
+
+fn encode(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let service = rt.block_on(service());
+    let mut group = c.benchmark_group("encode_read_result");
+    for (label, n) in [("1KiB", 1024), ("64KiB", 64 * 1024), ("1MiB", 1024 * 1024)] {
+        let uri = ResourceUri::parse(&format!("mcp://bench/fixture_3A//sized/{n}")).unwrap();
+        let result = rt
+            .block_on(service.read_resource(ReadRequest::whole(uri)))
+            .unwrap();
+        group.bench_with_input(BenchmarkId::from_parameter(label), &result, |b, result| {
+            b.iter(|| serde_json::to_value(result).unwrap().to_string());
+        });
+    }
+    group.finish();
+    rt.block_on(service.shutdown());
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+    targets = decision, encode
+}
+criterion_main!(benches);
