@@ -168,15 +168,18 @@ pub(crate) fn bench(with_peers: bool) -> Result<()> {
         );
     }
     let invalidation = estimate(&root, "invalidation/resources_updated_to_evicted_http")?;
-    let (sqlite, postgres) = (
+    let (sqlite, postgres, together) = (
         estimate(&root, "audit_append")?,
         estimate(&root, "audit_append_postgres")?,
+        estimate(&root, "audit_append_16_at_once")?,
     );
     println!(
-        "\nOne audit record appended, the store alone: SQLite file (`audit/append`) {}, PostgreSQL (`audit/append_postgres`) {} ({:.1}×)\n",
+        "\nOne audit record appended, the store alone: SQLite file (`audit/append`) {}, PostgreSQL (`audit/append_postgres`) {} ({:.1}×); sixteen appended at once on SQLite (`audit/append_16_at_once`, committed together) {} for all sixteen, {} a record\n",
         human(sqlite),
         human(postgres),
-        postgres / sqlite
+        postgres / sqlite,
+        human(together),
+        human(together / 16.0)
     );
     println!("\n### A decision's cost to a cached read, and encoding a read result (median)\n");
     let plain = estimate(&root, "decision/cached_read_without_policy")?;

@@ -1,4 +1,5 @@
-//! The audit trail's append on a real SQLite file: what one record costs a request.
+//! The audit trail's append on a real SQLite file: what one record costs a request, alone and
+//! when sixteen requests append at once (committed together, `audit/batch.rs`).
 //!
 //! `cargo bench -p quarry-store-sqlite --bench audit`
 
@@ -26,6 +27,18 @@ fn append(c: &mut Criterion) {
     rt.block_on(log.append(&record)).unwrap();
     c.bench_function("audit/append", |b| {
         b.to_async(&rt).iter(|| log.append(&record));
+    });
+    c.bench_function("audit/append_16_at_once", |b| {
+        b.to_async(&rt).iter(|| async {
+            let mut appends = tokio::task::JoinSet::new();
+            for _ in 0..16 {
+                let (log, record) = (log.clone(), record.clone());
+                appends.spawn(async move { log.append(&record).await.map(|_| ()) });
+            }
+            while let Some(done) = appends.join_next().await {
+                done.unwrap().unwrap();
+            }
+        });
     });
 }
 

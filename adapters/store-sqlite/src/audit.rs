@@ -4,12 +4,15 @@
 //!
 //! A handle remembers the head it last wrote, so an append is one prepared INSERT (one round
 //! trip to the connection's thread; a trigger moves the head) while no other writer moved it;
-//! otherwise it reads the head first.
+//! otherwise it reads the head first. Appends that arrive while one is being written are
+//! committed together (`audit/batch.rs`): one transaction for all of them, each caller answered
+//! once it is durable, so concurrent requests do not queue on the file's write lock one by one.
 //! `writable` costs nothing while appends succeed; after one fails it writes to find out (a
 //! committed 64 KiB row, written and deleted, which reaches the write-ahead log, so a full disk
 //! shows), and keeps saying no until such a write succeeds. Retention (`audit/retention.rs`)
 //! removes records up to a checkpoint and keeps the checkpoint, in one transaction.
 
+mod batch;
 mod retention;
 
 use std::sync::{
@@ -35,6 +38,8 @@ pub struct SqliteAudit {
     healthy: Arc<AtomicBool>,
     /// The head this handle last wrote or read, for the one-round-trip append.
     head: Arc<std::sync::Mutex<Option<(u64, String)>>>,
+    /// Appends waiting for the one being written.
+    queue: Arc<std::sync::Mutex<batch::Queue>>,
 }
 
 impl SqliteAudit {
@@ -45,6 +50,7 @@ impl SqliteAudit {
             hasher,
             healthy: Arc::new(AtomicBool::new(false)),
             head: Arc::default(),
+            queue: Arc::default(),
         }
     }
 
@@ -122,56 +128,78 @@ impl SqliteAudit {
         };
         let record = match record {
             Some(r) => r,
-            None => self.append_reading_head(entry).await?,
+            None => self
+                .append_reading_head(std::slice::from_ref(entry))
+                .await?
+                .pop()
+                .ok_or_else(|| corrupt("an append wrote no record"))?,
         };
         *self.head.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((record.seq, record.record_hash.clone()));
         Ok(record)
     }
 
-    /// Appends after the head as stored (the first append of a handle, or after another writer).
-    async fn append_reading_head(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
+    /// Appends `entries`, in order, after the head as stored, in one transaction that holds the
+    /// write lock from its start (the first append of a handle, after another writer, or a
+    /// batch): all of them or none.
+    async fn append_reading_head(
+        &self,
+        entries: &[AuditEntry],
+    ) -> Result<Vec<AuditRecord>, StoreError> {
         let mut tx = self.begin().await?;
         let head: Option<(i64, String)> =
             sqlx::query_as("SELECT seq, record_hash FROM audit_head WHERE id = 1")
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(failed)?;
-        let (seq, previous_hash) = match head {
-            Some((seq, hash)) => (seq_of(seq)? + 1, hash),
-            None => (1, GENESIS_HASH.to_owned()),
+        let (mut last, mut previous_hash) = match head {
+            Some((seq, hash)) => (seq_of(seq)?, hash),
+            None => (0, GENESIS_HASH.to_owned()),
         };
-        let record_hash = self
-            .hasher
-            .sha256(&chain_material(seq, entry, &previous_hash))
-            .hex();
-        let at = i64::try_from(seq).map_err(|_| corrupt("the audit trail is full"))?;
-        sqlx::query(
-            "INSERT INTO audit_records (seq, entry, previous_hash, record_hash) VALUES (?, ?, ?, ?)",
-        )
-        .bind(at)
-        .bind(canonical_entry(entry))
-        .bind(&previous_hash)
-        .bind(&record_hash)
-        .execute(&mut *tx)
-        .await
-        .map_err(failed)?;
+        let mut records = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let seq = last + 1;
+            let record_hash = self
+                .hasher
+                .sha256(&chain_material(seq, entry, &previous_hash))
+                .hex();
+            records.push(AuditRecord {
+                seq,
+                entry: entry.clone(),
+                previous_hash: std::mem::replace(&mut previous_hash, record_hash.clone()),
+                record_hash,
+            });
+            last = seq;
+        }
+        let Some(newest) = records.last() else {
+            return Ok(records);
+        };
+        let at = |seq: u64| i64::try_from(seq).map_err(|_| corrupt("the audit trail is full"));
+        let newest_at = at(newest.seq)?;
+        let rows = vec!["(?, ?, ?, ?)"; records.len()].join(", ");
+        let sql = format!(
+            "INSERT INTO audit_records (seq, entry, previous_hash, record_hash) VALUES {rows}"
+        );
+        let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for r in &records {
+            insert = insert
+                .bind(at(r.seq)?)
+                .bind(canonical_entry(&r.entry))
+                .bind(&r.previous_hash)
+                .bind(&r.record_hash);
+        }
+        insert.execute(&mut *tx).await.map_err(failed)?;
         sqlx::query(
             "INSERT INTO audit_head (id, seq, record_hash) VALUES (1, ?, ?)
              ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, record_hash = excluded.record_hash",
         )
-        .bind(at)
-        .bind(&record_hash)
+        .bind(newest_at)
+        .bind(&newest.record_hash)
         .execute(&mut *tx)
         .await
         .map_err(failed)?;
         tx.commit().await.map_err(failed)?;
-        Ok(AuditRecord {
-            seq,
-            entry: entry.clone(),
-            previous_hash,
-            record_hash,
-        })
+        Ok(records)
     }
 }
 
@@ -191,9 +219,7 @@ impl AuditLog for SqliteAudit {
     }
 
     async fn append(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
-        let appended = self.chain(entry).await;
-        self.healthy.store(appended.is_ok(), Ordering::Release);
-        appended
+        self.append_combined(entry).await
     }
 
     async fn records(&self, after: u64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {

@@ -143,20 +143,35 @@ async fn check_prune(log: &impl AuditLog, hasher: &dyn ContentHasher) {
 }
 
 /// Appends from `writers` concurrently (two handles on one backend may be given): one chain,
-/// numbered without gaps.
+/// numbered without gaps, and each append answered with its own record as stored.
 pub async fn check_concurrent(writers: Vec<Arc<dyn AuditLog>>, hasher: &dyn ContentHasher) {
     let tasks: Vec<_> = (0..8u64)
         .map(|t| {
             let log = writers[usize::try_from(t).unwrap() % writers.len()].clone();
             tokio::spawn(async move {
+                let mut answered = Vec::new();
                 for n in 0..25 {
-                    log.append(&entry(t * 100 + n)).await.unwrap();
+                    let given = entry(t * 100 + n);
+                    let record = log.append(&given).await.unwrap();
+                    assert_eq!(
+                        record.entry, given,
+                        "an append answered with another's record"
+                    );
+                    answered.push(record);
                 }
+                answered
             })
         })
         .collect();
+    let mut answered = Vec::new();
     for t in tasks {
-        t.await.unwrap();
+        answered.extend(t.await.unwrap());
     }
     assert_eq!(verified(writers[0].as_ref(), hasher).await, 200);
+    let stored = writers[0].records(0, 200).await.unwrap();
+    answered.sort_by_key(|r| r.seq);
+    assert_eq!(
+        answered, stored,
+        "the records answered are the records stored"
+    );
 }
