@@ -67,6 +67,7 @@ impl SqliteAudit {
     /// pages) that an append fits after it: a failed write leaves the journal grown by what it
     /// managed, so a one-page probe would pass on a full disk where an append still fails.
     async fn test_write(&self) -> Result<(), StoreError> {
+        let _turn = self.store.write_turn().await;
         let mut tx = self.begin().await?;
         sqlx::raw_sql(
             "INSERT INTO audit_probe (data) VALUES (zeroblob(65536)); DELETE FROM audit_probe;",
@@ -121,6 +122,7 @@ impl SqliteAudit {
     }
 
     async fn chain(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
+        let _turn = self.store.write_turn().await;
         let known = self.head.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let record = match known {
             Some(head) => self.append_after(entry, head).await,

@@ -12,6 +12,43 @@ async fn two_on(path: &std::path::Path) -> (SqliteStore, SqliteStore) {
     (one, two)
 }
 
+/// With no patience for a locked file at all, this process's own writers still never find it
+/// locked: they take turns (`write_turn`) instead of meeting on the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_process_writers_take_turns_rather_than_meet_on_the_lock() {
+    use quarry_ports::AuditLog;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_waiting(
+        &dir.path().join("q.db"),
+        Retention::default(),
+        Duration::ZERO,
+    )
+    .await
+    .unwrap();
+    let trail = SqliteAudit::new(
+        store.clone(),
+        std::sync::Arc::new(quarry_testkit::fakes::FakeHasher),
+    );
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..64u64 {
+        let (store, trail) = (store.clone(), trail.clone());
+        writes.spawn(async move {
+            let uri = format!("file:///{i}");
+            let body = format!("content {i}");
+            store
+                .record(&key(&uri), digest_of(&body), &text(&body), at(0))
+                .await?;
+            trail
+                .append(&quarry_testkit::contract::audit::entry(i))
+                .await
+                .map(|_| ())
+        });
+    }
+    while let Some(written) = writes.join_next().await {
+        written.unwrap().unwrap();
+    }
+}
+
 #[tokio::test]
 async fn history_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();

@@ -129,7 +129,10 @@ impl SqliteAudit {
         if let [entry] = entries {
             return Ok(vec![self.chain(entry).await?]);
         }
-        let records = self.append_reading_head(entries).await?;
+        let records = {
+            let _turn = self.store.write_turn().await;
+            self.append_reading_head(entries).await?
+        };
         if let Some(newest) = records.last() {
             *self.head.lock().unwrap_or_else(|e| e.into_inner()) =
                 Some((newest.seq, newest.record_hash.clone()));
