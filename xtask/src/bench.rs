@@ -271,14 +271,18 @@ pub(crate) fn bench(with_peers: bool) -> Result<()> {
     );
     let st: Value = serde_json::from_str(&stampede_line)?;
     println!(
-        "\n### Stampede: {} concurrent reads of {} resources (in process, upstream over HTTP)\n",
-        st["reads"], st["resources"]
+        "\n### Stampede: {} concurrent reads of {} resources (in process, upstream over HTTP; cold and warm: medians of {} rounds on fresh resources)\n",
+        st["reads"], st["resources"], st["rounds"]
     );
     println!("| burst | reads/s | reads that reached the upstream |");
     println!("|---|---|---|");
-    for burst in ["cold", "warm"] {
+    for (burst, label) in [
+        ("first", "the process's first (cold cache, cold allocator)"),
+        ("cold", "cold"),
+        ("warm", "warm"),
+    ] {
         println!(
-            "| {burst} | {} | {} |",
+            "| {label} | {} | {} |",
             st[format!("{burst}_reads_per_s")],
             st[format!("{burst}_upstream_reads")]
         );

@@ -288,7 +288,7 @@ fn bars(out: &mut String, rows: &[Value], figures: &Value, seen: &Seen) -> Resul
         f(&seen.stampede, "warm_reads_per_s"),
     );
     add(
-        "a cold burst within 2× of a warm one (10,000 reads of 100 resources)",
+        "a cold burst within 2× of a warm one (10,000 reads of 100 resources not read before; medians of 5 rounds)",
         format!("{:.2}× ({cold:.0} against {warm:.0} reads/s)", warm / cold),
         warm / cold <= 2.0,
     );

@@ -26,8 +26,9 @@ use serde_json::{Value, json};
 
 use super::{GatewayServer, ORIGIN_KEY};
 
-/// Page size of the native `resources/list`.
-const NATIVE_PAGE: i64 = 100;
+/// Page size of the native `resources/list`: the most a listing query gives, so a client
+/// walking a large catalogue makes few round trips (10,000 resources in 10 pages, not 100).
+const NATIVE_PAGE: i64 = 1000;
 
 /// How often a 2025-11-25 session's change forwarder looks whether its client is gone.
 const CLOSED_CHECK: Duration = Duration::from_secs(5);
