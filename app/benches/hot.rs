@@ -6,6 +6,9 @@
 //!   read without policy. The differences are what a decision costs a read.
 //! - `encode_read_result`: a read result turned into the JSON the `read_mcp_resource` tool
 //!   answers with (`serde_json::to_value`, then that value as text), at 1 KiB, 64 KiB, 1 MiB.
+//! - `audit/append_16_at_once`: sixteen requests' records appended at once to the audit trail
+//!   as `quarry serve` makes it (a SQLite file, concurrent appends committed together), until
+//!   the last is in.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -24,7 +27,7 @@ use quarry_domain::{
     AgentFacts, Endpoint, Principal, ResourceUri, ServerName, ServerSettings, ServerSpec,
 };
 use quarry_policy_prolog::{PrologPolicy, WorkerCommand, program};
-use quarry_ports::{ReadRequest, ResourceGateway};
+use quarry_ports::{AuditLog, ReadRequest, ResourceGateway};
 use quarry_usecases::{Governed, ResourceService};
 
 const QUARRY: &str = env!("CARGO_BIN_EXE_quarry");
@@ -131,9 +134,31 @@ fn encode(c: &mut Criterion) {
     rt.block_on(service.shutdown());
 }
 
+fn audit(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = Settings::defaults();
+    settings.store_path = Some(dir.path().join("quarry.db"));
+    let trail: Arc<dyn AuditLog> = rt.block_on(compose::audit_log(&settings)).unwrap();
+    let record = quarry_testkit::contract::audit::entry(1);
+    rt.block_on(trail.append(&record)).unwrap();
+    c.bench_function("audit/append_16_at_once", |b| {
+        b.to_async(&rt).iter(|| async {
+            let mut appends = tokio::task::JoinSet::new();
+            for _ in 0..16 {
+                let (trail, record) = (trail.clone(), record.clone());
+                appends.spawn(async move { trail.append(&record).await.map(|_| ()) });
+            }
+            while let Some(done) = appends.join_next().await {
+                done.unwrap().unwrap();
+            }
+        });
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = decision, encode
+    targets = decision, encode, audit
 }
 criterion_main!(benches);

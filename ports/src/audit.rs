@@ -14,8 +14,9 @@ use crate::StoreError;
 /// killed mid-write, never fork or break the chain; once it returns, the record is durable.
 /// `records` returns records in sequence order from `after + 1`, at most `limit`; `head` is
 /// the last record's sequence number and hash as the store's head keeps it (`None` when
-/// empty). Failures are `StoreError::Unavailable` (cannot write: read-only, full disk, locked)
-/// or `Corrupt`.
+/// empty). `append_batch` appends several entries in order, as `append` would one after the
+/// other, but in one atomic step: all of them or none, durable once it returns. Failures are
+/// `StoreError::Unavailable` (cannot write: read-only, full disk, locked) or `Corrupt`.
 ///
 /// Retention: `prune` removes every record up to `checkpoint.seq` and stores the checkpoint in
 /// its place, atomically; it refuses (`Conflict`) unless the record at `checkpoint.seq` is there
@@ -31,6 +32,9 @@ pub trait AuditLog: Send + Sync + std::fmt::Debug {
     async fn writable(&self) -> Result<(), StoreError>;
     /// Appends `entry` as the next record.
     async fn append(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError>;
+    /// Appends `entries`, in order, as the next records, all or none (the group commit's write:
+    /// the appends that queued while another was being written).
+    async fn append_batch(&self, entries: &[AuditEntry]) -> Result<Vec<AuditRecord>, StoreError>;
     /// Up to `limit` records after sequence number `after`, in order.
     async fn records(&self, after: u64, limit: usize) -> Result<Vec<AuditRecord>, StoreError>;
     /// The chain's head: the last record's sequence number and hash.

@@ -2,7 +2,8 @@
 //! is first tried as one statement that moves the head from the one this process last wrote
 //! and inserts the record only if it did (one round trip); when another writer moved the head
 //! since, it is one transaction that locks the head row, writes the record after it and moves
-//! the head. Either way any number of writers extend one chain, and a replica killed mid-append
+//! the head; a batch (`append_batch`, the group commit's write) is always such a transaction,
+//! its records inserted in one statement. Either way any number of writers extend one chain, and a replica killed mid-append
 //! leaves it as it was. `writable` costs nothing while appends succeed; after one fails it writes the head row
 //! (unchanged) to find out, and keeps saying no until that succeeds. Retention
 //! (`audit/retention.rs`) removes records up to a checkpoint and keeps the checkpoint, in one
@@ -84,7 +85,11 @@ impl PostgresAudit {
                 return Ok(record);
             }
         }
-        let record = self.chain_locked(entry).await?;
+        let record = self
+            .chain_locked(std::slice::from_ref(entry))
+            .await?
+            .pop()
+            .ok_or_else(|| corrupt("an append wrote no record"))?;
         self.remember(&record);
         Ok(record)
     }
@@ -118,35 +123,49 @@ impl PostgresAudit {
         Ok(written == 1)
     }
 
-    /// The append that waits for the head: a transaction holding its row's lock.
-    async fn chain_locked(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
+    /// The append that waits for the head: a transaction holding its row's lock, writing
+    /// `entries` after it in order (one statement for all of them) and moving it to the last.
+    async fn chain_locked(&self, entries: &[AuditEntry]) -> Result<Vec<AuditRecord>, StoreError> {
         let mut tx = self.store.pool.begin().await.map_err(failed)?;
         let (last, last_hash): (i64, String) =
             sqlx::query_as("SELECT seq, record_hash FROM audit_head WHERE id = 1 FOR UPDATE")
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(failed)?;
-        let record = self.after(seq_of(last)?, last_hash, entry);
-        let at = i64::try_from(record.seq).map_err(|_| corrupt("the audit trail is full"))?;
+        let mut head = (seq_of(last)?, last_hash);
+        let mut records = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let record = self.after(head.0, head.1.clone(), entry);
+            head = (record.seq, record.record_hash.clone());
+            records.push(record);
+        }
+        let at = |seq: u64| i64::try_from(seq).map_err(|_| corrupt("the audit trail is full"));
+        let seqs = records
+            .iter()
+            .map(|r| at(r.seq))
+            .collect::<Result<Vec<_>, _>>()?;
+        let texts: Vec<String> = records.iter().map(|r| canonical_entry(&r.entry)).collect();
+        let previous: Vec<&str> = records.iter().map(|r| r.previous_hash.as_str()).collect();
+        let hashes: Vec<&str> = records.iter().map(|r| r.record_hash.as_str()).collect();
         sqlx::query(
             "INSERT INTO audit_records (seq, entry, previous_hash, record_hash)
-             VALUES ($1, $2, $3, $4)",
+             SELECT * FROM UNNEST($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[])",
         )
-        .bind(at)
-        .bind(canonical_entry(entry))
-        .bind(&record.previous_hash)
-        .bind(&record.record_hash)
+        .bind(&seqs)
+        .bind(&texts)
+        .bind(&previous)
+        .bind(&hashes)
         .execute(&mut *tx)
         .await
         .map_err(failed)?;
         sqlx::query("UPDATE audit_head SET seq = $1, record_hash = $2 WHERE id = 1")
-            .bind(at)
-            .bind(&record.record_hash)
+            .bind(at(head.0)?)
+            .bind(&head.1)
             .execute(&mut *tx)
             .await
             .map_err(failed)?;
         tx.commit().await.map_err(failed)?;
-        Ok(record)
+        Ok(records)
     }
 
     /// A write that changes nothing but needs what an append needs: a connection, a writable
@@ -175,6 +194,18 @@ impl AuditLog for PostgresAudit {
         let appended = self.chain(entry).await;
         self.healthy.store(appended.is_ok(), Ordering::Release);
         appended
+    }
+
+    async fn append_batch(&self, entries: &[AuditEntry]) -> Result<Vec<AuditRecord>, StoreError> {
+        if let [entry] = entries {
+            return Ok(vec![self.append(entry).await?]);
+        }
+        let written = self.chain_locked(entries).await;
+        if let Ok(Some(newest)) = written.as_ref().map(|r| r.last()) {
+            self.remember(newest);
+        }
+        self.healthy.store(written.is_ok(), Ordering::Release);
+        written
     }
 
     async fn records(&self, after: u64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {

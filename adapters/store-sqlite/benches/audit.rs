@@ -1,5 +1,4 @@
-//! The audit trail's append on a real SQLite file: what one record costs a request, alone and
-//! when sixteen requests append at once (committed together, `audit/batch.rs`).
+//! The audit trail's append on a real SQLite file: what one record costs a request.
 //!
 //! `cargo bench -p quarry-store-sqlite --bench audit`
 
@@ -27,18 +26,6 @@ fn append(c: &mut Criterion) {
     rt.block_on(log.append(&record)).unwrap();
     c.bench_function("audit/append", |b| {
         b.to_async(&rt).iter(|| log.append(&record));
-    });
-    c.bench_function("audit/append_16_at_once", |b| {
-        b.to_async(&rt).iter(|| async {
-            let mut appends = tokio::task::JoinSet::new();
-            for _ in 0..16 {
-                let (log, record) = (log.clone(), record.clone());
-                appends.spawn(async move { log.append(&record).await.map(|_| ()) });
-            }
-            while let Some(done) = appends.join_next().await {
-                done.unwrap().unwrap();
-            }
-        });
     });
 }
 

@@ -4,16 +4,16 @@
 //!
 //! A handle remembers the head it last wrote, so an append is one prepared INSERT (one round
 //! trip to the connection's thread; a trigger moves the head) while no other writer moved it;
-//! otherwise it reads the head first. Appends that arrive while one is being written are
-//! committed together (`audit/batch.rs`): one transaction for all of them, each caller answered
-//! once it is durable, so concurrent requests do not queue on the file's write lock one by one.
+//! otherwise it reads the head first. A batch (`append_batch`, the group commit's write) is one
+//! transaction that reads the head, inserts every record in one statement and moves the head.
 //! `writable` costs nothing while appends succeed; after one fails it writes to find out (a
 //! committed 64 KiB row, written and deleted, which reaches the write-ahead log, so a full disk
 //! shows), and keeps saying no until such a write succeeds. Retention (`audit/retention.rs`)
 //! removes records up to a checkpoint and keeps the checkpoint, in one transaction.
 
-mod batch;
 mod retention;
+#[cfg(test)]
+mod tests;
 
 use std::sync::{
     Arc,
@@ -38,8 +38,6 @@ pub struct SqliteAudit {
     healthy: Arc<AtomicBool>,
     /// The head this handle last wrote or read, for the one-round-trip append.
     head: Arc<std::sync::Mutex<Option<(u64, String)>>>,
-    /// Appends waiting for the one being written.
-    queue: Arc<std::sync::Mutex<batch::Queue>>,
 }
 
 impl SqliteAudit {
@@ -50,7 +48,6 @@ impl SqliteAudit {
             hasher,
             healthy: Arc::new(AtomicBool::new(false)),
             head: Arc::default(),
-            queue: Arc::default(),
         }
     }
 
@@ -221,7 +218,25 @@ impl AuditLog for SqliteAudit {
     }
 
     async fn append(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
-        self.append_combined(entry).await
+        let appended = self.chain(entry).await;
+        self.healthy.store(appended.is_ok(), Ordering::Release);
+        appended
+    }
+
+    async fn append_batch(&self, entries: &[AuditEntry]) -> Result<Vec<AuditRecord>, StoreError> {
+        if let [entry] = entries {
+            return Ok(vec![self.append(entry).await?]);
+        }
+        let written = {
+            let _turn = self.store.write_turn().await;
+            self.append_reading_head(entries).await
+        };
+        if let Ok(Some(newest)) = written.as_ref().map(|r| r.last()) {
+            *self.head.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((newest.seq, newest.record_hash.clone()));
+        }
+        self.healthy.store(written.is_ok(), Ordering::Release);
+        written
     }
 
     async fn records(&self, after: u64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {

@@ -13,6 +13,7 @@ use quarry_ports::{
 };
 use quarry_store_postgres::{PostgresAudit, PostgresStore, PostgresTarget};
 use quarry_store_sqlite::{SqliteAudit, SqliteStore};
+use quarry_usecases::GroupCommit;
 
 use super::hasher;
 use crate::config::{CacheBackend, Settings, StoreBackend};
@@ -90,12 +91,14 @@ impl Store {
         }
     }
 
-    /// The audit trail kept in this store, chained with SHA-256.
+    /// The audit trail kept in this store, chained with SHA-256, its concurrent appends
+    /// committed together.
     pub(crate) fn audit(&self) -> Arc<dyn AuditLog> {
-        match self {
+        let trail: Arc<dyn AuditLog> = match self {
             Self::Sqlite(s) => Arc::new(SqliteAudit::new(s.clone(), hasher())),
             Self::Postgres(s) => Arc::new(PostgresAudit::new(s.clone(), hasher())),
-        }
+        };
+        Arc::new(GroupCommit::new(trail))
     }
 }
 

@@ -8,7 +8,8 @@
 //! single `call`) and `upstreams` (every registered server). `flights` lets concurrent misses
 //! share one upstream call. Two decorators wrap the gateway an agent uses: `governed` (the
 //! access policy, its engine timed by `metered`) and, outside it, `audited` (the audit trail
-//! and the request metrics). `operations` answers the operator's metrics and readiness; `retention` verifies the
+//! and the request metrics), whose trail is wrapped in `group_commit` (appends made at the same
+//! moment written together). `operations` answers the operator's metrics and readiness; `retention` verifies the
 //! audit trail and prunes it behind a signed checkpoint.
 //!
 //! Architecture invariant: this crate depends on `quarry-domain` and `quarry-ports` only among
@@ -24,6 +25,7 @@ mod excerpt;
 mod export;
 mod flights;
 mod governed;
+mod group_commit;
 mod idempotency;
 mod invalidation;
 mod list;
@@ -45,6 +47,7 @@ mod watch;
 pub use audited::{Accounts, Audited};
 pub use export::{MAX_EXPORT_PAGE, select_records};
 pub use governed::Governed;
+pub use group_commit::GroupCommit;
 pub use metered::MeteredPolicy;
 pub use oauth::SignIn;
 pub use operations::GatewayOperations;

@@ -1,6 +1,6 @@
 //! The audit log contract (see [`AuditLog`]): records numbered 1, 2, 3... and chained by
-//! `quarry_domain::chain_material`; the head is the last record; concurrent appenders extend
-//! one chain.
+//! `quarry_domain::chain_material`, one at a time or in batches; the head is the last record;
+//! concurrent appenders extend one chain.
 
 use std::sync::Arc;
 
@@ -69,9 +69,22 @@ pub async fn check(log: impl AuditLog, hasher: &dyn ContentHasher) {
     let second = log.append(&entry(2)).await.unwrap();
     assert_eq!(second.seq, 2);
     assert_eq!(second.previous_hash, first.record_hash);
-    for n in 3..=100 {
+    for n in 3..=60 {
         log.append(&entry(n)).await.unwrap();
     }
+    // A batch goes on from the head, in order; an empty one writes nothing.
+    let batch: Vec<AuditEntry> = (61..=99).map(entry).collect();
+    let written = log.append_batch(&batch).await.unwrap();
+    assert_eq!(
+        written.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        (61..=99).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        written.iter().map(|r| r.entry.clone()).collect::<Vec<_>>(),
+        batch
+    );
+    assert!(log.append_batch(&[]).await.unwrap().is_empty());
+    assert_eq!(log.append(&entry(100)).await.unwrap().seq, 100);
     let page = log.records(40, 10).await.unwrap();
     assert_eq!(
         page.iter().map(|r| r.seq).collect::<Vec<_>>(),

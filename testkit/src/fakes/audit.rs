@@ -1,5 +1,5 @@
-//! A fake audit log: the chain in memory, with a switch that makes it unwritable and a count of
-//! records appended.
+//! A fake audit log: the chain in memory, with a switch that makes it unwritable, a hold that
+//! keeps writes waiting, and the size of every write (1 for `append`, n for `append_batch`).
 
 use std::sync::{
     Arc, Mutex,
@@ -26,6 +26,10 @@ pub struct FakeAuditLog {
     trail: Mutex<Trail>,
     down: AtomicBool,
     hasher: Arc<dyn ContentHasher>,
+    /// Writes wait while a test holds it (`hold`).
+    held: tokio::sync::RwLock<()>,
+    /// The number of records each write appended, in order.
+    writes: Mutex<Vec<usize>>,
 }
 
 impl Default for FakeAuditLog {
@@ -34,6 +38,8 @@ impl Default for FakeAuditLog {
             trail: Mutex::default(),
             down: AtomicBool::new(false),
             hasher: Arc::new(FakeHasher),
+            held: tokio::sync::RwLock::new(()),
+            writes: Mutex::default(),
         }
     }
 }
@@ -42,6 +48,51 @@ impl FakeAuditLog {
     /// Makes the log unwritable (as a read-only file or a full disk would), or writable again.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Keeps every write waiting (as a slow disk would) until the guard is dropped.
+    pub async fn hold(&self) -> tokio::sync::RwLockWriteGuard<'_, ()> {
+        self.held.write().await
+    }
+
+    /// How many records each write appended, in order (failed writes included).
+    pub fn writes(&self) -> Vec<usize> {
+        self.writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Chains `entries` after the head, all or none.
+    async fn write(&self, entries: &[AuditEntry]) -> Result<Vec<AuditRecord>, StoreError> {
+        let _unheld = self.held.read().await;
+        self.writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(entries.len());
+        self.check()?;
+        let mut trail = self.lock();
+        let mut records = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let (seq, previous_hash) = trail.head.clone().map_or_else(
+                || (1, GENESIS_HASH.to_owned()),
+                |(seq, hash)| (seq + 1, hash),
+            );
+            let record_hash = self
+                .hasher
+                .sha256(&chain_material(seq, entry, &previous_hash))
+                .hex();
+            let record = AuditRecord {
+                seq,
+                entry: entry.clone(),
+                previous_hash,
+                record_hash,
+            };
+            trail.head = Some((seq, record.record_hash.clone()));
+            trail.records.push(record.clone());
+            records.push(record);
+        }
+        Ok(records)
     }
 
     /// The entries appended so far.
@@ -73,25 +124,14 @@ impl AuditLog for FakeAuditLog {
     }
 
     async fn append(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
-        self.check()?;
-        let mut trail = self.lock();
-        let (seq, previous_hash) = trail.head.clone().map_or_else(
-            || (1, GENESIS_HASH.to_owned()),
-            |(seq, hash)| (seq + 1, hash),
-        );
-        let record_hash = self
-            .hasher
-            .sha256(&chain_material(seq, entry, &previous_hash))
-            .hex();
-        let record = AuditRecord {
-            seq,
-            entry: entry.clone(),
-            previous_hash,
-            record_hash,
-        };
-        trail.head = Some((seq, record.record_hash.clone()));
-        trail.records.push(record.clone());
-        Ok(record)
+        let mut written = self.write(std::slice::from_ref(entry)).await?;
+        written
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt("nothing appended".into()))
+    }
+
+    async fn append_batch(&self, entries: &[AuditEntry]) -> Result<Vec<AuditRecord>, StoreError> {
+        self.write(entries).await
     }
 
     async fn records(&self, after: u64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
