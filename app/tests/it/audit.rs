@@ -368,3 +368,48 @@ async fn the_export_tool_pages_through_the_trail_for_an_administrator() {
     assert!(message.contains("audit_enabled = false"), "{message}");
     client.cancel().await.unwrap();
 }
+
+// traces: AU-1 — the trail `quarry serve` composes (SQLite file) commits concurrent requests'
+// records together: while another process holds the file's write lock, twenty appends wait;
+// once it lets go they land in a few commits (frames in the write-ahead log), not twenty, and
+// each caller gets its own record in a chain that verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_composed_trail_commits_concurrent_records_together() {
+    use quarry_testkit::contract::audit::entry;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = quarry::config::Settings::defaults();
+    settings.store_path = Some(dir.path().join("quarry.db"));
+    let trail = quarry::compose::audit_log(&settings).await.unwrap();
+    trail.append(&entry(0)).await.unwrap();
+    let mut rival = db(dir.path()).await;
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&mut rival)
+        .await
+        .unwrap();
+    let lock = rival.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let appends: Vec<_> = (1..=20)
+        .map(|i| {
+            let trail = trail.clone();
+            tokio::spawn(async move { trail.append(&entry(i)).await })
+        })
+        .collect();
+    // Time for every append to start (the first waits on the lock, the others behind it).
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    lock.rollback().await.unwrap();
+    for (i, append) in (1..).zip(appends) {
+        assert_eq!(append.await.unwrap().unwrap().entry, entry(i));
+    }
+    let (_busy, frames, _done): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+        .fetch_one(&mut rival)
+        .await
+        .unwrap();
+    assert!(
+        frames < 20,
+        "{frames} frames: the records were committed one by one"
+    );
+    std::fs::write(dir.path().join("quarry.toml"), "").unwrap();
+    let (status, report, stderr) = verify(dir.path());
+    assert_eq!(status, Some(0), "{stderr}");
+    assert_eq!(report["records"], 21);
+}
