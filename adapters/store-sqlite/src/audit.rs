@@ -27,7 +27,7 @@ use quarry_domain::{
 use quarry_ports::{AuditLog, ContentHasher, StoreError};
 use sqlx::Row;
 
-use crate::{SqliteStore, corrupt, failed};
+use crate::{SqliteStore, corrupt, direct::Direct, failed};
 
 /// The audit log of a [`SqliteStore`], chained with SHA-256 from `hasher`.
 #[derive(Debug, Clone)]
@@ -76,39 +76,59 @@ impl SqliteAudit {
     }
 
     /// Appends after the head this handle knows, in one prepared statement: the record goes in
-    /// only if the head is still that one, and the head follows it (trigger), atomically.
-    /// `None` when another writer moved the head first, or the statement could not run (the
-    /// caller then appends after reading the head, in a transaction of its own).
+    /// only if the head is still that one, and the head follows it (trigger), atomically. On a
+    /// file the statement runs on the caller's thread (`direct`), otherwise on a pooled
+    /// connection. `None` when another writer moved the head first, or the statement could not
+    /// run, the file's write lock being taken included (the caller then appends after reading
+    /// the head, in a transaction of its own, waiting for the lock if it must).
     async fn append_after(
         &self,
+        direct: Option<&mut Direct>,
         entry: &AuditEntry,
         (last, last_hash): (u64, String),
     ) -> Option<AuditRecord> {
+        const APPEND_AFTER: &str = "INSERT INTO audit_records (seq, entry, previous_hash, record_hash)
+             SELECT ?1, ?2, ?3, ?4
+             WHERE EXISTS (SELECT 1 FROM audit_head WHERE id = 1 AND seq = ?5 AND record_hash = ?3)";
         let seq = last + 1;
         let record_hash = self
             .hasher
             .sha256(&chain_material(seq, entry, &last_hash))
             .hex();
-        let inserted = sqlx::query(
-            "INSERT INTO audit_records (seq, entry, previous_hash, record_hash)
-             SELECT ?1, ?2, ?3, ?4
-             WHERE EXISTS (SELECT 1 FROM audit_head WHERE id = 1 AND seq = ?5 AND record_hash = ?3)",
-        )
-        .bind(i64::try_from(seq).ok()?)
-        .bind(canonical_entry(entry))
-        .bind(&last_hash)
-        .bind(&record_hash)
-        .bind(i64::try_from(last).ok()?)
-        .execute(&self.store.pool)
-        .await;
+        let (seq_at, last_at) = (i64::try_from(seq).ok()?, i64::try_from(last).ok()?);
+        let text = canonical_entry(entry);
+        let inserted = match direct {
+            Some(direct) => direct
+                .execute(
+                    APPEND_AFTER,
+                    rusqlite::params![seq_at, text, last_hash, record_hash, last_at],
+                )
+                .map(|done| {
+                    if done.checkpoint_due {
+                        self.store.checkpoint_soon();
+                    }
+                    done.rows == 1
+                })
+                .map_err(|e| e.to_string()),
+            None => sqlx::query(APPEND_AFTER)
+                .bind(seq_at)
+                .bind(text)
+                .bind(&last_hash)
+                .bind(&record_hash)
+                .bind(last_at)
+                .execute(&self.store.pool)
+                .await
+                .map(|done| done.rows_affected() == 1)
+                .map_err(|e| e.to_string()),
+        };
         match inserted {
-            Ok(done) if done.rows_affected() == 1 => Some(AuditRecord {
+            Ok(true) => Some(AuditRecord {
                 seq,
                 entry: entry.clone(),
                 previous_hash: last_hash,
                 record_hash,
             }),
-            Ok(_) => None,
+            Ok(false) => None,
             Err(e) => {
                 tracing::debug!(
                     "audit append after the known head failed, retried after reading it: {e}"
@@ -119,10 +139,10 @@ impl SqliteAudit {
     }
 
     async fn chain(&self, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
-        let _turn = self.store.write_turn().await;
+        let mut turn = self.store.write_turn().await;
         let known = self.head.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let record = match known {
-            Some(head) => self.append_after(entry, head).await,
+            Some(head) => self.append_after(turn.as_mut(), entry, head).await,
             None => None,
         };
         let record = match record {

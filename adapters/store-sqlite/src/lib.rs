@@ -7,6 +7,7 @@
 //! schema lives in `migrations/` and is applied on open.
 
 mod audit;
+mod direct;
 mod errors;
 mod idempotency;
 mod registry;
@@ -34,11 +35,13 @@ use sqlx::{
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
     retention: Retention,
-    /// This process's writers of versions and audit records, one at a time (`write_turn`).
-    writer: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// This process's writers of versions and audit records, one at a time (`write_turn`),
+    /// and for a file the connection they may write with on their own thread.
+    writer: std::sync::Arc<tokio::sync::Mutex<Option<Direct>>>,
 }
 
 pub use audit::SqliteAudit;
+use direct::Direct;
 pub(crate) use errors::{corrupt, failed};
 
 fn number_of(n: i64) -> Result<VersionNumber, StoreError> {
@@ -98,7 +101,11 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
-        Self::migrate(pool, retention).await
+        let store = Self::migrate(pool, retention).await?;
+        let direct = Direct::open(path)
+            .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
+        *store.writer.lock().await = Some(direct);
+        Ok(store)
     }
 
     /// A private in-memory store, gone when dropped (for tests and throwaway runs).
@@ -133,8 +140,29 @@ impl SqliteStore {
     /// between tries (1 ms, 2 ms, 5 ms … up to 100 ms) however soon the lock is free; here they
     /// wait in order and are woken as soon as it is their turn. Another process on the same file
     /// still meets the busy handler.
-    pub(crate) async fn write_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+    ///
+    /// The turn holds the direct connection (`direct.rs`) of a store kept in a file.
+    pub(crate) async fn write_turn(&self) -> tokio::sync::MutexGuard<'_, Option<Direct>> {
         self.writer.lock().await
+    }
+
+    /// Checkpoints the write-ahead log on a pooled connection, in the background: the direct
+    /// connection does not checkpoint when it commits. The checkpoint takes the write turn, so
+    /// it catches up with every frame and the next write starts the log over from its
+    /// beginning (one that raced the writers would leave the log growing as long as they keep
+    /// writing); this process's writers wait for it as they would for SQLite's own checkpoint,
+    /// but no thread does.
+    pub(crate) fn checkpoint_soon(&self) {
+        let store = self.clone();
+        tokio::spawn(async move {
+            let _turn = store.write_turn().await;
+            if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                .execute(&store.pool)
+                .await
+            {
+                tracing::debug!("checkpointing the write-ahead log: {e}");
+            }
+        });
     }
 
     /// Closes the pool, flushing the WAL.

@@ -1,4 +1,6 @@
-//! What only the SQLite trail shows: a batch is one commit, and all of it or none is written.
+//! What only the SQLite trail shows: a batch is one commit, and all of it or none is written;
+//! an append made on the caller's thread never holds that thread waiting for the file, and the
+//! write-ahead log it grows is checkpointed.
 
 use std::sync::Arc;
 
@@ -9,7 +11,7 @@ use quarry_testkit::{
     fakes::FakeHasher,
 };
 
-use crate::{SqliteAudit, SqliteStore};
+use crate::{SqliteAudit, SqliteStore, direct::CHECKPOINT_EVERY};
 
 /// A trail on a file with one record, and another store on the same file (another process,
 /// as far as SQLite knows).
@@ -90,4 +92,73 @@ async fn a_batch_that_cannot_be_written_leaves_nothing_of_itself() {
     assert_eq!(verified(&trail, &FakeHasher).await, 1);
     trail.append_batch(&fifty()).await.unwrap();
     assert_eq!(verified(&trail, &FakeHasher).await, 51);
+}
+
+/// The direct connection does not wait for the file's write lock: while another process holds
+/// it, the append waits on the pooled path, and the thread (the only one here) keeps running
+/// everything else, the other process's commit included.
+#[tokio::test]
+async fn an_append_waits_for_another_process_without_holding_the_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trail, rival) = trail_and_rival(dir.path()).await;
+    let mut lock = rival.pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    sqlx::query("INSERT INTO audit_probe (data) VALUES (x'00')")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let ticks = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let ticker = tokio::spawn({
+        let ticks = ticks.clone();
+        async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    let append = tokio::spawn({
+        let trail = trail.clone();
+        async move { trail.append(&entry(1)).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!append.is_finished(), "the append waits for the lock");
+    let ticked = ticks.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        ticked >= 20,
+        "{ticked} ticks of 5 ms in 300 ms: the append held the thread"
+    );
+    lock.commit().await.unwrap();
+    let record = append.await.unwrap().unwrap();
+    ticker.abort();
+    assert_eq!(record.seq, 2);
+    assert_eq!(verified(&trail, &FakeHasher).await, 2);
+}
+
+/// The direct connection's commits do not checkpoint the log themselves; the checkpoints the
+/// store runs for them keep it from growing with every record.
+#[tokio::test]
+async fn the_log_the_direct_appends_write_is_checkpointed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trail, _rival) = trail_and_rival(dir.path()).await;
+    let wal = dir.path().join("audit.db-wal");
+    let before = std::fs::metadata(&wal).unwrap().len();
+    let sample: u64 = 64;
+    for n in 1..=sample {
+        trail.append(&entry(n)).await.unwrap();
+    }
+    let per_append = (std::fs::metadata(&wal).unwrap().len() - before) / sample;
+    assert!(per_append > 0, "each append grows the log");
+    let appends = u64::from(4 * CHECKPOINT_EVERY);
+    for n in sample + 1..=appends {
+        trail.append(&entry(n)).await.unwrap();
+    }
+    // Checkpointed every CHECKPOINT_EVERY commits, the log restarts and never holds many more
+    // than that; without checkpoints it would hold every append.
+    let size = std::fs::metadata(&wal).unwrap().len();
+    let held = size / per_append;
+    assert!(
+        held < u64::from(2 * CHECKPOINT_EVERY),
+        "the log holds about {held} appends of {appends}: it is not checkpointed"
+    );
+    assert_eq!(verified(&trail, &FakeHasher).await, appends + 1);
 }

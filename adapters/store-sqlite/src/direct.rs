@@ -1,0 +1,69 @@
+//! This process's own connection to the store's file, written on the caller's thread.
+//!
+//! sqlx runs each SQLite connection on a thread of its own, so every statement is a hand-off
+//! there and back: about 50 µs on the two-core machines the benchmarks run on, where the
+//! statement itself (an audit record's INSERT, committed to the write-ahead log) takes about
+//! 20. The writes a request waits for and that fit in one statement go through this
+//! connection instead, under the write turn (`SqliteStore::write_turn`), so they never meet
+//! each other.
+//!
+//! It never waits: its busy timeout is zero, so while another process holds the file's write
+//! lock a statement fails at once with `SQLITE_BUSY` and the caller takes the pooled path,
+//! which waits for the lock without holding a thread. Nor does it checkpoint the write-ahead
+//! log when it commits (the fsyncs that takes would hold the caller's thread): every
+//! [`CHECKPOINT_EVERY`] commits it asks for a checkpoint, which the store runs on a pooled
+//! connection (`SqliteStore::checkpoint_soon`).
+
+use std::{path::Path, time::Duration};
+
+use rusqlite::{Connection, OpenFlags, Params};
+
+/// Commits through the direct connection between two checkpoints of the write-ahead log (an
+/// audit record is a page or two of it: about the 1,000 pages at which SQLite checkpoints by
+/// itself).
+pub(crate) const CHECKPOINT_EVERY: u32 = 512;
+
+/// The connection and how many commits it made since it last asked for a checkpoint.
+#[derive(Debug)]
+pub(crate) struct Direct {
+    conn: Connection,
+    commits: u32,
+}
+
+/// What a direct statement did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Executed {
+    /// Rows the statement changed.
+    pub(crate) rows: usize,
+    /// The write-ahead log has grown enough to be checkpointed.
+    pub(crate) checkpoint_due: bool,
+}
+
+impl Direct {
+    /// Opens `path`, which the pool has already created, migrated and put in WAL mode.
+    pub(crate) fn open(path: &Path) -> rusqlite::Result<Self> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::ZERO)?;
+        // Per connection, as in the pool: a commit reaches the log without an fsync.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        Ok(Self { conn, commits: 0 })
+    }
+
+    /// Runs one statement (its own transaction), prepared once per connection.
+    pub(crate) fn execute(&mut self, sql: &str, params: impl Params) -> rusqlite::Result<Executed> {
+        let rows = self.conn.prepare_cached(sql)?.execute(params)?;
+        self.commits += 1;
+        let checkpoint_due = self.commits >= CHECKPOINT_EVERY;
+        if checkpoint_due {
+            self.commits = 0;
+        }
+        Ok(Executed {
+            rows,
+            checkpoint_due,
+        })
+    }
+}
