@@ -165,8 +165,10 @@ impl SqliteStore {
         });
     }
 
-    /// Closes the pool, flushing the WAL.
+    /// Closes the direct connection and the pool, flushing the WAL (SQLite does when the last
+    /// connection to the file closes).
     pub async fn close(&self) {
+        self.writer.lock().await.take();
         self.pool.close().await;
     }
 }
