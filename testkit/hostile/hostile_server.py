@@ -6,6 +6,9 @@ killed).
   --stray-id-on-init   answer `initialize` after a response with an id nobody asked for
   --malformed-entries  list two malformed entries (a negative size, a null name) beside the
                        good one
+  --hold-streams       over HTTP, keep every answer's event stream open after the answer
+                       (a comment every 100 ms, for up to 30 s) instead of ending it
+  --end-streams-late   over HTTP, end every answer's event stream 200 ms after the answer
 
 It serves one text resource, hostile://one ("one"), and two that misbehave when read:
   hostile://surrogate  its text holds a lone UTF-16 surrogate escape ("\\ud800"): valid to
@@ -19,11 +22,14 @@ import http.server
 import json
 import os
 import sys
+import time
 
 SWITCHES = set(sys.argv[1:])
 STRAY_ID_ON_INIT = "--stray-id-on-init" in SWITCHES
 MALFORMED_ENTRIES = "--malformed-entries" in SWITCHES
 HTTP = "--http" in SWITCHES
+HOLD_STREAMS = "--hold-streams" in SWITCHES
+END_STREAMS_LATE = "--end-streams-late" in SWITCHES
 
 
 class Cut(Exception):
@@ -132,12 +138,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         data = body.encode()
+        if HOLD_STREAMS:
+            return self.hold(data, [b": held\n\n"] * 300, close=True)
+        if END_STREAMS_LATE:
+            return self.hold(data, [b": ending\n\n", b""], close=False)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Mcp-Session-Id", self.session)
         self.end_headers()
         self.wfile.write(data)
+
+    def hold(self, data, later, close):
+        """Sends `data` as the first chunk of a stream, then each of `later` 100 ms apart (an
+        empty one ends the stream); `close` closes the connection after."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Mcp-Session-Id", self.session)
+        self.end_headers()
+        self.close_connection = close
+        try:
+            for i, chunk in enumerate([data] + later):
+                if i > 0:
+                    time.sleep(0.1)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+        except OSError:
+            self.close_connection = True  # the client gave the stream up
 
     def do_GET(self):
         self.plain(405, "no standalone stream")

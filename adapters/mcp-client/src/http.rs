@@ -30,6 +30,7 @@ use rmcp::{
 };
 use sse_stream::Sse;
 
+mod drain;
 mod events;
 mod post;
 mod refusals;

@@ -17,7 +17,7 @@ use rmcp::{
     },
 };
 
-use super::events::events;
+use super::{drain::DrainOnDrop, events::events};
 
 const SESSION_ID: &str = "mcp-session-id";
 const EVENT_STREAM: &str = "text/event-stream";
@@ -190,7 +190,9 @@ pub(super) async fn post(
         ));
     }
     if is(content_type.as_deref(), EVENT_STREAM) {
-        let stream = events(response.bytes_stream(), limits.max_sse_event_size);
+        // Read to its end even after rmcp has its answer, so the connection is kept.
+        let body = DrainOnDrop::new(response.bytes_stream());
+        let stream = events(body, limits.max_sse_event_size);
         return Ok(StreamableHttpPostResponse::Sse(stream, session));
     }
     if is(content_type.as_deref(), JSON) {

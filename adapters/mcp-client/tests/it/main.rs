@@ -13,6 +13,7 @@ use quarry_testkit::fixture::{self, FixtureArgs};
 use tokio::sync::mpsc;
 
 mod changes;
+mod keepalive;
 
 const MB: u64 = 1024 * 1024;
 
