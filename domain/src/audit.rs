@@ -182,65 +182,76 @@ pub struct ChainBreak {
     pub what: String,
 }
 
-/// Writes `value` as canonical JSON: object keys sorted, no whitespace.
-fn canonical(value: &Value, out: &mut String) {
+/// Writes `value` as canonical JSON: object keys sorted, no whitespace. Strings and numbers are
+/// written as serde_json writes them (it cannot fail writing into memory).
+fn canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            out.push('{');
+            out.push(b'{');
             for (i, key) in keys.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
+                let _ = serde_json::to_writer(&mut *out, key);
+                out.push(b':');
                 canonical(&map[key], out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        other => out.push_str(&other.to_string()),
+        other => {
+            let _ = serde_json::to_writer(&mut *out, other);
+        }
     }
+}
+
+fn canonical_text(value: &Value) -> String {
+    let mut out = Vec::with_capacity(512);
+    canonical(value, &mut out);
+    // Only serde_json's own output and ASCII punctuation went in.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// `value` as canonical JSON (object keys sorted, no whitespace).
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    canonical(value, &mut out);
-    out
+    canonical_text(value)
 }
 
 /// The canonical JSON of an entry (how it is stored).
 pub fn canonical_entry(entry: &AuditEntry) -> String {
-    let mut out = String::new();
-    canonical(
-        &serde_json::to_value(entry).unwrap_or(Value::Null),
-        &mut out,
-    );
-    out
+    canonical_text(&serde_json::to_value(entry).unwrap_or(Value::Null))
 }
 
 /// The bytes a record's hash is taken of: the canonical JSON of
 /// `{"entry": ..., "previous_hash": ..., "seq": ...}`.
 pub fn chain_material(seq: u64, entry: &AuditEntry, previous_hash: &str) -> Vec<u8> {
-    let value = serde_json::json!({
-        "seq": seq,
-        "entry": serde_json::to_value(entry).unwrap_or(Value::Null),
-        "previous_hash": previous_hash,
-    });
-    let mut out = String::new();
-    canonical(&value, &mut out);
-    out.into_bytes()
+    chain_material_of(seq, &canonical_entry(entry), previous_hash)
+}
+
+/// [`chain_material`] for an entry whose canonical JSON (`canonical_entry`) is at hand: the
+/// same bytes, written around it (the three keys in their sorted order) instead of encoding
+/// the entry again.
+pub fn chain_material_of(seq: u64, canonical_entry: &str, previous_hash: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(canonical_entry.len() + previous_hash.len() + 48);
+    out.extend_from_slice(b"{\"entry\":");
+    out.extend_from_slice(canonical_entry.as_bytes());
+    out.extend_from_slice(b",\"previous_hash\":");
+    let _ = serde_json::to_writer(&mut out, previous_hash);
+    out.extend_from_slice(b",\"seq\":");
+    out.extend_from_slice(seq.to_string().as_bytes());
+    out.push(b'}');
+    out
 }
 
 /// Checks `records` in their stored order, continuing a chain whose last verified record was
@@ -363,6 +374,25 @@ mod tests {
         assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text}");
         let back: AuditEntry = serde_json::from_str(&text).unwrap_or_else(|_| entry(0));
         assert_eq!(back, e);
+    }
+
+    // The bytes a record's hash is taken of are those every trail so far was chained with (this
+    // string was written by the encoder before `chain_material_of`): a change here would make
+    // every stored trail fail to verify.
+    #[test]
+    fn the_chain_material_is_the_bytes_trails_were_chained_with() {
+        let pinned = r#"{"entry":{"action":"read","agent":"al\"ice","byte_range":null,"bytes_returned":5,"cache_status":"miss","correlation_id":"c1","decision":"allow","error_code":null,"explanation":"rule é \n x","input_digest":"d","latency_us":10,"mcp_request_id":"7","resource_uri":"mcp://docs/1","result":"ok","retry_count":2,"server":"docs","time":"2023-11-14T22:13:21Z","transport":"stdio"},"previous_hash":"ab\"c","seq":42}"#;
+        let mut e = entry(1);
+        e.agent = "al\"ice".into();
+        e.time = chrono::DateTime::from_timestamp(1_700_000_001, 0).unwrap_or_default();
+        e.explanation = Some("rule é \n x".into());
+        e.resource_uri = Some("mcp://docs/1".into());
+        e.mcp_request_id = Some("7".into());
+        e.retry_count = 2;
+        let material = chain_material(42, &e, "ab\"c");
+        assert_eq!(String::from_utf8_lossy(&material), pinned);
+        let value = serde_json::json!({"seq": 42, "entry": e, "previous_hash": "ab\"c"});
+        assert_eq!(canonical_json(&value), pinned);
     }
 
     // Records written before the request ids and the retry count existed read back and hash

@@ -27,7 +27,7 @@ mod version;
 
 pub use audit::{
     AuditCheckpoint, AuditEntry, AuditFilter, AuditRecord, ChainBreak, GENESIS_HASH,
-    canonical_entry, canonical_json, chain_material, verify_chain,
+    canonical_entry, canonical_json, chain_material, chain_material_of, verify_chain,
 };
 pub use backoff::{Backoff, RetryPolicy};
 pub use cache_hint::{CacheHint, CacheScope};

@@ -23,6 +23,7 @@ use std::sync::{
 use async_trait::async_trait;
 use quarry_domain::{
     AuditCheckpoint, AuditEntry, AuditRecord, GENESIS_HASH, canonical_entry, chain_material,
+    chain_material_of,
 };
 use quarry_ports::{AuditLog, ContentHasher, StoreError};
 use sqlx::Row;
@@ -91,12 +92,12 @@ impl SqliteAudit {
              SELECT ?1, ?2, ?3, ?4
              WHERE EXISTS (SELECT 1 FROM audit_head WHERE id = 1 AND seq = ?5 AND record_hash = ?3)";
         let seq = last + 1;
+        let text = canonical_entry(entry);
         let record_hash = self
             .hasher
-            .sha256(&chain_material(seq, entry, &last_hash))
+            .sha256(&chain_material_of(seq, &text, &last_hash))
             .hex();
         let (seq_at, last_at) = (i64::try_from(seq).ok()?, i64::try_from(last).ok()?);
-        let text = canonical_entry(entry);
         let inserted = match direct {
             Some(direct) => direct
                 .execute(
