@@ -21,7 +21,7 @@ use rmcp::{
     ClientCacheConfig, RoleClient,
     model::{
         CacheScope, ClientRequest, PaginatedRequestParams, ReadResourceRequestParams,
-        RequestMetaObject, ResourceContents, SubscribeRequestParams, SubscriptionFilter,
+        RequestMetaObject, ResourceContents, SubscribeRequestParams,
     },
     service::{Peer, RunningService, ServiceError},
 };
@@ -91,10 +91,7 @@ impl RmcpSession {
             let (listens, peer, timeout) = (listens.clone(), peer.clone(), spec.timeout);
             let server = spec.name.clone();
             tokio::spawn(async move {
-                let filter = SubscriptionFilter::builder()
-                    .resources_list_changed()
-                    .build();
-                if let Err(e) = listens.open(&peer, filter, timeout).await {
+                if let Err(e) = listens.list_changes(&peer, timeout).await {
                     tracing::debug!(server = %server, "listening for list changes failed: {e}");
                 }
             });
@@ -374,26 +371,23 @@ impl UpstreamSession for RmcpSession {
             .insert(uri.to_owned());
         if first {
             let outcome = match &self.modern {
-                Some(listens) => {
-                    let filter = SubscriptionFilter::builder()
-                        .resource_subscriptions([uri.to_owned()])
-                        .build();
-                    listens.open(&self.peer, filter, self.spec.timeout).await
-                }
+                // Acknowledged without the URI: the server will not announce its changes, and
+                // asking again would not change its mind.
+                Some(listens) => listens.subscribe(&self.peer, uri, self.spec.timeout).await,
                 // 2025-11-25: resources/subscribe, which rmcp marks legacy.
                 #[allow(deprecated)]
-                None => {
-                    self.call(false, self.peer.subscribe(SubscribeRequestParams::new(uri)))
-                        .await
-                }
+                None => self
+                    .call(false, self.peer.subscribe(SubscribeRequestParams::new(uri)))
+                    .await
+                    .map(|()| true),
             };
-            if let Err(e) = outcome {
+            if outcome.is_err() {
                 self.subscribed
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(uri);
-                return Err(e);
             }
+            return outcome;
         }
         Ok(true)
     }

@@ -10,7 +10,7 @@ use reqwest::{
     header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE},
 };
 use rmcp::{
-    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage},
     transport::streamable_http_client::{
         AuthRequiredError, HttpStatusError, InsufficientScopeError, StreamableHttpError,
         StreamableHttpPostResponse, StreamableHttpResponseLimits,
@@ -120,6 +120,11 @@ pub(super) async fn post(
         request = request.header(name, value);
     }
     let attached = session_id.is_some();
+    let listens = matches!(
+        &message,
+        ClientJsonRpcMessage::Request(r)
+            if matches!(r.request, ClientRequest::SubscriptionsListenRequest(_))
+    );
     if let Some(id) = &session_id {
         request = request.header(SESSION_ID, id.as_ref());
     }
@@ -190,9 +195,15 @@ pub(super) async fn post(
         ));
     }
     if is(content_type.as_deref(), EVENT_STREAM) {
-        // Read to its end even after rmcp has its answer, so the connection is kept.
-        let body = DrainOnDrop::new(response.bytes_stream());
-        let stream = events(body, limits.max_sse_event_size);
+        // A subscription's stream has no end to wait for: dropped, it is over, and the closed
+        // connection is what tells the server at once.
+        let stream = if listens {
+            events(response.bytes_stream(), limits.max_sse_event_size)
+        } else {
+            // Read to its end even after rmcp has its answer, so the connection is kept.
+            let body = DrainOnDrop::new(response.bytes_stream());
+            events(body, limits.max_sse_event_size)
+        };
         return Ok(StreamableHttpPostResponse::Sse(stream, session));
     }
     if is(content_type.as_deref(), JSON) {

@@ -73,3 +73,84 @@ async fn caching_hints_are_reported() {
     session.close().await;
     plain.close().await;
 }
+
+/// The fixture's open listen streams, settled: how many URIs each carries, smallest first.
+async fn settled_streams(server: &fixture::FixtureServer, want: &[usize]) -> Vec<usize> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut open = server.listening();
+        open.sort_unstable();
+        if open == want || tokio::time::Instant::now() > deadline {
+            return open;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// A 2026-07-28 upstream hears of a session's URIs on a few shared streams (over HTTP each holds
+// a connection), not one per URI: a burst of 300 first subscriptions ends on three streams of at
+// most 128 URIs beside the list's own, the streams they replaced cancelled; later URIs join the
+// newest; and a change to any of them is still announced.
+#[tokio::test]
+async fn subscriptions_share_a_few_listen_streams_and_each_is_heard() {
+    let server = fixture::serve_http(FixtureArgs::default(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let spec = ServerSpec::new(
+        ServerName::parse("notes").unwrap(),
+        Endpoint::Http {
+            url: server.url.clone(),
+        },
+    );
+    let (obs, mut heard) = observer();
+    let session = RmcpConnector::new(MB)
+        .unwrap()
+        .connect(&spec, None, None, obs)
+        .await
+        .unwrap();
+    let item = |n: u32| format!("fixture://item/{n}");
+    let burst = futures::future::join_all((1..=300).map(|n| {
+        let session = session.clone();
+        async move { session.subscribe(&item(n)).await }
+    }))
+    .await;
+    assert!(burst.iter().all(|r| r == &Ok(true)), "{burst:?}");
+    // The list's stream carries no URI.
+    assert_eq!(
+        settled_streams(&server.server, &[0, 44, 128, 128]).await,
+        [0, 44, 128, 128]
+    );
+    for n in 301..=310 {
+        assert!(session.subscribe(&item(n)).await.unwrap());
+    }
+    assert_eq!(
+        settled_streams(&server.server, &[0, 54, 128, 128]).await,
+        [0, 54, 128, 128]
+    );
+    let changed = [1, 128, 129, 256, 300, 310];
+    for n in changed {
+        server.server.announce(&item(n)).await;
+    }
+    let mut got = Vec::new();
+    while got.len() < changed.len() {
+        let next = tokio::time::timeout(Duration::from_secs(10), heard.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if next.starts_with("updated") {
+            got.push(next);
+        }
+    }
+    got.sort();
+    let mut want: Vec<_> = changed
+        .iter()
+        .map(|&n| format!("updated notes {}", item(n)))
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    session.close().await;
+    assert_eq!(
+        settled_streams(&server.server, &[]).await,
+        Vec::<usize>::new()
+    );
+}
