@@ -1,11 +1,12 @@
 //! What upstreams of either era announce, and the caching hints they give.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use quarry_domain::{Endpoint, ServerName, ServerSpec};
 use quarry_mcp_client::RmcpConnector;
-use quarry_ports::UpstreamConnector;
+use quarry_ports::{UpstreamConnector, UpstreamSession};
 use quarry_testkit::fixture::{self, FixtureArgs};
+use tokio::sync::mpsc;
 
 use super::{MB, connect, observer, stdio_spec};
 
@@ -19,11 +20,15 @@ async fn ca_2_updates_and_list_changes_are_announced_to_the_observer() {
     }
 }
 
-async fn announced(legacy: bool) {
-    let args = FixtureArgs {
-        legacy,
-        ..FixtureArgs::default()
-    };
+/// A fixture serving `args` over HTTP as server "notes", a session to it, and what the session's
+/// observer hears.
+async fn watched(
+    args: FixtureArgs,
+) -> (
+    fixture::HttpFixture,
+    Arc<dyn UpstreamSession>,
+    mpsc::UnboundedReceiver<String>,
+) {
     let server = fixture::serve_http(args, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -33,12 +38,21 @@ async fn announced(legacy: bool) {
             url: server.url.clone(),
         },
     );
-    let (obs, mut heard) = observer();
+    let (obs, heard) = observer();
     let session = RmcpConnector::new(MB)
         .unwrap()
         .connect(&spec, None, None, obs)
         .await
         .unwrap();
+    (server, session, heard)
+}
+
+async fn announced(legacy: bool) {
+    let args = FixtureArgs {
+        legacy,
+        ..FixtureArgs::default()
+    };
+    let (server, session, mut heard) = watched(args).await;
     assert!(session.subscribe("fixture://counter").await.unwrap());
     assert!(
         session.subscribe("fixture://counter").await.unwrap(),
@@ -93,21 +107,7 @@ async fn settled_streams(server: &fixture::FixtureServer, want: &[usize]) -> Vec
 // newest; and a change to any of them is still announced.
 #[tokio::test]
 async fn subscriptions_share_a_few_listen_streams_and_each_is_heard() {
-    let server = fixture::serve_http(FixtureArgs::default(), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let spec = ServerSpec::new(
-        ServerName::parse("notes").unwrap(),
-        Endpoint::Http {
-            url: server.url.clone(),
-        },
-    );
-    let (obs, mut heard) = observer();
-    let session = RmcpConnector::new(MB)
-        .unwrap()
-        .connect(&spec, None, None, obs)
-        .await
-        .unwrap();
+    let (server, session, mut heard) = watched(FixtureArgs::default()).await;
     let item = |n: u32| format!("fixture://item/{n}");
     let burst = futures::future::join_all((1..=300).map(|n| {
         let session = session.clone();
