@@ -46,6 +46,21 @@ impl Drop for Turn<'_> {
     }
 }
 
+/// The draining task's turn: should a batch write panic (or the task be dropped mid-write), the
+/// turn passes on as a caller's does, instead of leaving the queue to a writer that is gone.
+struct Draining<'a> {
+    commit: &'a GroupCommit,
+    done: bool,
+}
+
+impl Drop for Draining<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.commit.hand_over();
+        }
+    }
+}
+
 impl GroupCommit {
     /// `inner`, with appends made during a write committed together after it.
     pub fn new(inner: Arc<dyn AuditLog>) -> Self {
@@ -81,18 +96,23 @@ impl GroupCommit {
 
     /// Writes what is queued, a batch at a time, until nothing is.
     async fn drain(self) {
+        let mut turn = Draining {
+            commit: &self,
+            done: false,
+        };
         loop {
             let batch: Vec<(AuditEntry, Answer)> = {
-                let mut queue = self.queue();
+                let mut queue = turn.commit.queue();
                 if queue.waiting.is_empty() {
                     queue.writing = false;
+                    turn.done = true;
                     return;
                 }
                 let n = queue.waiting.len().min(MOST);
                 queue.waiting.drain(..n).collect()
             };
             let (entries, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-            match self.inner.append_batch(&entries).await {
+            match turn.commit.inner.append_batch(&entries).await {
                 Ok(records) if records.len() == answers.len() => {
                     for (answer, record) in answers.into_iter().zip(records) {
                         let _ = answer.send(Ok(record));
@@ -254,6 +274,34 @@ mod tests {
         fake.set_down(false);
         trail.append(&entry(99)).await.unwrap();
         assert_eq!(verified(&trail, &FakeHasher).await, 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_write_that_panics_leaves_the_trail_writable() {
+        let fake = Arc::new(FakeAuditLog::default());
+        let trail = GroupCommit::new(fake.clone());
+        let held = fake.hold().await;
+        let appends = queued(&trail, 10).await;
+        fake.panic_next_batch();
+        drop(held);
+        let mut written = 0;
+        for append in appends {
+            let answer = tokio::time::timeout(Duration::from_secs(30), append)
+                .await
+                .expect("a caller of the panicked batch was left waiting")
+                .unwrap();
+            written += usize::from(answer.is_ok());
+        }
+        assert_eq!(
+            written, 1,
+            "only the append written alone is answered; the nine of the panicked batch are refused"
+        );
+        // Without the turn passed on, the queue would wait for the panicked writer forever.
+        let after = tokio::time::timeout(Duration::from_secs(30), trail.append(&entry(99)))
+            .await
+            .expect("the trail stayed taken by the writer that panicked");
+        after.unwrap();
+        assert_eq!(verified(&trail, &FakeHasher).await, 2);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,5 @@
 //! A fake audit log: the chain in memory, with a switch that makes it unwritable, a hold that
-//! keeps writes waiting, and the size of every write (1 for `append`, n for `append_batch`).
+//! keeps writes waiting, a fault that makes the next batch write panic, and the size of every write (1 for `append`, n for `append_batch`).
 
 use std::sync::{
     Arc, Mutex,
@@ -25,6 +25,8 @@ struct Trail {
 pub struct FakeAuditLog {
     trail: Mutex<Trail>,
     down: AtomicBool,
+    /// The next `append_batch` panics (a bug in a store adapter, as the caller sees it).
+    panic_batch: AtomicBool,
     hasher: Arc<dyn ContentHasher>,
     /// Writes wait while a test holds it (`hold`).
     held: tokio::sync::RwLock<()>,
@@ -37,6 +39,7 @@ impl Default for FakeAuditLog {
         Self {
             trail: Mutex::default(),
             down: AtomicBool::new(false),
+            panic_batch: AtomicBool::new(false),
             hasher: Arc::new(FakeHasher),
             held: tokio::sync::RwLock::new(()),
             writes: Mutex::default(),
@@ -48,6 +51,11 @@ impl FakeAuditLog {
     /// Makes the log unwritable (as a read-only file or a full disk would), or writable again.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Makes the next batch write panic instead of writing.
+    pub fn panic_next_batch(&self) {
+        self.panic_batch.store(true, Ordering::SeqCst);
     }
 
     /// Keeps every write waiting (as a slow disk would) until the guard is dropped.
@@ -131,6 +139,10 @@ impl AuditLog for FakeAuditLog {
     }
 
     async fn append_batch(&self, entries: &[AuditEntry]) -> Result<Vec<AuditRecord>, StoreError> {
+        assert!(
+            !self.panic_batch.swap(false, Ordering::SeqCst),
+            "the fake audit log was told to panic on this batch"
+        );
         self.write(entries).await
     }
 
