@@ -301,6 +301,7 @@ impl AuditLog for SqliteAudit {
     }
 
     async fn prune(&self, checkpoint: &AuditCheckpoint) -> Result<u64, StoreError> {
+        let _turn = self.store.write_turn().await;
         self.prune_through(checkpoint).await
     }
 }

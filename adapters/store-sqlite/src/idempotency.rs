@@ -73,6 +73,7 @@ impl IdempotencyStore for SqliteStore {
         if let Some(found) = self.look(scope, key, payload_digest, stale_before).await? {
             return Ok(found);
         }
+        let _turn = self.write_turn().await;
         let mut conn = self.pool.acquire().await.map_err(failed)?;
         // IMMEDIATE: the look and the claim are one step for every process on the file.
         sqlx::query("BEGIN IMMEDIATE")
@@ -122,6 +123,7 @@ impl IdempotencyStore for SqliteStore {
         result: &str,
         now: Timestamp,
     ) -> Result<(), StoreError> {
+        let _turn = self.write_turn().await;
         sqlx::query(
             "UPDATE idempotency SET result = ?, created_at = ?
              WHERE scope = ? AND key = ? AND result IS NULL",
@@ -137,6 +139,7 @@ impl IdempotencyStore for SqliteStore {
     }
 
     async fn release(&self, scope: &str, key: &IdempotencyKey) -> Result<(), StoreError> {
+        let _turn = self.write_turn().await;
         sqlx::query("DELETE FROM idempotency WHERE scope = ? AND key = ? AND result IS NULL")
             .bind(scope)
             .bind(key.as_str())

@@ -35,7 +35,7 @@ use sqlx::{
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
     retention: Retention,
-    /// This process's writers of versions and audit records, one at a time (`write_turn`),
+    /// This process's writers, one at a time (`write_turn`),
     /// and for a file the connection they may write with on their own thread.
     writer: std::sync::Arc<tokio::sync::Mutex<Option<Direct>>>,
 }
@@ -135,7 +135,9 @@ impl SqliteStore {
         })
     }
 
-    /// This process's turn to write versions and audit records. Its pooled connections would
+    /// This process's turn to write: versions, audit records, sessions, servers, credentials and
+    /// idempotency claims alike (any write left out would meet the others, the direct
+    /// connection's included, on the file's lock). Its pooled connections would
     /// otherwise meet on the file's write lock and wait in SQLite's busy handler, which sleeps
     /// between tries (1 ms, 2 ms, 5 ms … up to 100 ms) however soon the lock is free; here they
     /// wait in order and are woken as soon as it is their turn. Another process on the same file

@@ -97,6 +97,7 @@ impl ServerRegistry for SqliteStore {
                 cwd.as_deref(),
             ),
         };
+        let _turn = self.write_turn().await;
         // IMMEDIATE: a read that later writes never fails to upgrade its lock under contention.
         let mut tx = self
             .pool
@@ -146,6 +147,7 @@ impl ServerRegistry for SqliteStore {
     }
 
     async fn delete(&self, name: &ServerName) -> Result<Option<u64>, StoreError> {
+        let _turn = self.write_turn().await;
         // IMMEDIATE: a read that later writes never fails to upgrade its lock under contention.
         let mut tx = self
             .pool

@@ -17,6 +17,7 @@ impl SessionStore for SqliteStore {
         initialize: &str,
         now: Timestamp,
     ) -> Result<(), StoreError> {
+        let _turn = self.write_turn().await;
         let mut tx = self.pool.begin().await.map_err(failed)?;
         sqlx::query("DELETE FROM session_subscriptions WHERE key = ?")
             .bind(key)
@@ -66,6 +67,7 @@ impl SessionStore for SqliteStore {
     }
 
     async fn touch(&self, key: &str, now: Timestamp) -> Result<(), StoreError> {
+        let _turn = self.write_turn().await;
         sqlx::query("UPDATE sessions SET last_used = MAX(last_used, ?) WHERE key = ?")
             .bind(micros(now))
             .bind(key)
@@ -76,6 +78,7 @@ impl SessionStore for SqliteStore {
     }
 
     async fn subscribe(&self, key: &str, uri: &str) -> Result<(), StoreError> {
+        let _turn = self.write_turn().await;
         sqlx::query(
             "INSERT INTO session_subscriptions (key, uri)
              SELECT key, ? FROM sessions WHERE key = ? ON CONFLICT DO NOTHING",
@@ -89,6 +92,7 @@ impl SessionStore for SqliteStore {
     }
 
     async fn unsubscribe(&self, key: &str, uri: &str) -> Result<(), StoreError> {
+        let _turn = self.write_turn().await;
         sqlx::query("DELETE FROM session_subscriptions WHERE key = ? AND uri = ?")
             .bind(key)
             .bind(uri)
@@ -99,6 +103,7 @@ impl SessionStore for SqliteStore {
     }
 
     async fn close(&self, key: &str) -> Result<(), StoreError> {
+        let _turn = self.write_turn().await;
         let mut tx = self.pool.begin().await.map_err(failed)?;
         for sql in [
             "DELETE FROM session_subscriptions WHERE key = ?",
@@ -114,6 +119,7 @@ impl SessionStore for SqliteStore {
     }
 
     async fn expire(&self, before: Timestamp) -> Result<u64, StoreError> {
+        let _turn = self.write_turn().await;
         let mut tx = self.pool.begin().await.map_err(failed)?;
         sqlx::query(
             "DELETE FROM session_subscriptions

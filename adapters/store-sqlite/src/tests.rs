@@ -13,10 +13,13 @@ async fn two_on(path: &std::path::Path) -> (SqliteStore, SqliteStore) {
 }
 
 /// With no patience for a locked file at all, this process's own writers still never find it
-/// locked: they take turns (`write_turn`) instead of meeting on the lock.
+/// locked: every one of them (versions, audit records, sessions, servers, credentials,
+/// idempotency claims) takes turns (`write_turn`) instead of meeting the others on the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_process_writers_take_turns_rather_than_meet_on_the_lock() {
-    use quarry_ports::AuditLog;
+    use quarry_domain::{AuthType, IdempotencyKey, Principal};
+    use quarry_ports::{AuditLog, CredentialStore, IdempotencyStore, ServerRegistry, SessionStore};
+    use quarry_testkit::contract::{registry::stdio_server, vault::record as credential};
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open_waiting(
         &dir.path().join("q.db"),
@@ -40,8 +43,24 @@ async fn the_process_writers_take_turns_rather_than_meet_on_the_lock() {
                 .await?;
             trail
                 .append(&quarry_testkit::contract::audit::entry(i))
-                .await
-                .map(|_| ())
+                .await?;
+            // The other writers of the file: sessions, servers, credentials, idempotency.
+            let session = format!("session-{i}");
+            SessionStore::open(&store, &session, &Principal::local(), "{}", at(0)).await?;
+            store.touch(&session, at(1)).await?;
+            store.subscribe(&session, &uri).await?;
+            store
+                .save(&stdio_server(&format!("server{i}")), at(0))
+                .await?;
+            store
+                .put(&credential(&format!("server{i}"), AuthType::ApiKey, 7))
+                .await?;
+            let claim = IdempotencyKey::parse(&format!("key-{i}")).unwrap();
+            store
+                .reserve("t", &claim, "d", at(0), Duration::from_secs(60))
+                .await?;
+            store.complete("t", &claim, "{}", at(0)).await?;
+            SessionStore::close(&store, &session).await
         });
     }
     while let Some(written) = writes.join_next().await {
@@ -61,6 +80,11 @@ async fn history_survives_a_restart() {
         .await
         .unwrap();
     store.close().await;
+    // The last connection closed checkpoints the write-ahead log into the file and removes it.
+    assert!(
+        !dir.path().join("nested/quarry.db-wal").exists(),
+        "the write-ahead log outlived the store's close"
+    );
     let reopened = SqliteStore::open(&path, Retention::default())
         .await
         .unwrap();

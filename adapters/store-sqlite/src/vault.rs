@@ -29,6 +29,7 @@ fn credential_of(row: &sqlx::sqlite::SqliteRow) -> Result<StoredCredential, Stor
 #[async_trait]
 impl CredentialStore for SqliteStore {
     async fn put(&self, credential: &StoredCredential) -> Result<(), StoreError> {
+        let _turn = self.write_turn().await;
         sqlx::query(
             "INSERT INTO credentials (server, server_id, auth_type, key_id, wrapped_key, ciphertext, updated_at)
              VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -60,6 +61,7 @@ impl CredentialStore for SqliteStore {
     }
 
     async fn remove(&self, server: &ServerName) -> Result<bool, StoreError> {
+        let _turn = self.write_turn().await;
         let done = sqlx::query("DELETE FROM credentials WHERE server = ?")
             .bind(server.as_str())
             .execute(&self.pool)
@@ -82,6 +84,7 @@ impl CredentialStore for SqliteStore {
         old: &Sealed,
         new: &Sealed,
     ) -> Result<bool, StoreError> {
+        let _turn = self.write_turn().await;
         let done = sqlx::query(
             "UPDATE credentials SET key_id = ?, wrapped_key = ?, ciphertext = ?
              WHERE server = ? AND key_id = ? AND wrapped_key = ? AND ciphertext = ?",
