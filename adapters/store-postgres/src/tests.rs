@@ -116,6 +116,53 @@ async fn the_postgres_audit_trail_is_one_chain_with_several_writers() {
     .await;
 }
 
+/// Seeing the latest content again writes nothing and takes no lock: it is answered while
+/// another replica holds the resource's recording lock, where a new content waits for it.
+#[tokio::test]
+async fn an_unchanged_sighting_takes_no_lock() {
+    use contract::versions::{at, digest_of, key, text};
+    use quarry_ports::VersionStore;
+    let schemas = Schemas::default();
+    let store = schemas.store(None, Retention::default()).await;
+    let k = key("file:///a");
+    let first = store
+        .record(&k, digest_of("one"), &text("one"), at(0))
+        .await
+        .unwrap();
+    // Another replica is recording this resource: it holds its advisory lock.
+    let mut other = store.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(10) || $2, 0))")
+        .bind(k.server.as_str())
+        .bind(&k.upstream_uri)
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    let again = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        store.record(&k, digest_of("one"), &text("one"), at(1)),
+    )
+    .await
+    .expect("an unchanged sighting waited for the recording lock")
+    .unwrap();
+    assert_eq!(again.version, first.version);
+    assert!(!again.is_new);
+    assert!(
+        tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            store.record(&k, digest_of("two"), &text("two"), at(2)),
+        )
+        .await
+        .is_err(),
+        "a new content was recorded while another replica held the lock"
+    );
+    other.rollback().await.unwrap();
+    let second = store
+        .record(&k, digest_of("two"), &text("two"), at(3))
+        .await
+        .unwrap();
+    assert_eq!(second.version.version, "v2");
+}
+
 #[tokio::test]
 async fn two_replicas_on_one_schema_see_one_registry() {
     use quarry_ports::ServerRegistry;

@@ -48,6 +48,34 @@ fn content_of(row: &PgRow) -> Result<Option<Content>, StoreError> {
 }
 
 impl PostgresStore {
+    /// The latest version of `key` when it has `digest` and still holds its content: seeing
+    /// that content again changes nothing a reader can tell, so nothing is written and no lock
+    /// is taken (one query instead of a transaction). A read that races a new version is
+    /// ordered before it.
+    async fn latest_if_unchanged(
+        &self,
+        key: &ResourceKey,
+        digest: Digest,
+    ) -> Result<Option<ResourceVersion>, StoreError> {
+        let row = sqlx::query(
+            "SELECT number, digest, size, created_at, content IS NOT NULL AS kept
+             FROM resource_versions WHERE server = $1 AND uri = $2
+             ORDER BY seen_seq DESC LIMIT 1",
+        )
+        .bind(key.server.as_str())
+        .bind(&key.upstream_uri)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(failed)?;
+        let Some(row) = row else { return Ok(None) };
+        let kept: bool = row.try_get("kept").map_err(failed)?;
+        let stored: Vec<u8> = row.try_get("digest").map_err(failed)?;
+        if !kept || stored[..] != digest.bytes()[..] {
+            return Ok(None);
+        }
+        version_of(&row).map(Some)
+    }
+
     async fn record_in(
         &self,
         conn: &mut PgConnection,
@@ -176,6 +204,12 @@ impl VersionStore for PostgresStore {
         content: &Content,
         now: Timestamp,
     ) -> Result<Recorded, StoreError> {
+        if let Some(version) = self.latest_if_unchanged(key, digest).await? {
+            return Ok(Recorded {
+                version,
+                is_new: false,
+            });
+        }
         let mut tx = self.pool.begin().await.map_err(failed)?;
         let recorded = self.record_in(&mut tx, key, digest, content, now).await?;
         tx.commit().await.map_err(failed)?;

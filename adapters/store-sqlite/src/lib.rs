@@ -290,6 +290,31 @@ impl SqliteStore {
         Ok(Recorded { version, is_new })
     }
 
+    /// The latest version of `key` when it has `digest` and still holds its content: seeing
+    /// that content again changes nothing a reader can tell (it stays the latest, its content
+    /// is kept, retention has nothing new to weigh), so nothing is written and no write lock
+    /// is taken. A read that races a new version is ordered before it.
+    async fn latest_if_unchanged(
+        &self,
+        key: &ResourceKey,
+        digest: Digest,
+    ) -> Result<Option<ResourceVersion>, StoreError> {
+        let row = sqlx::query(
+            "SELECT number, digest, size, created_at, content IS NOT NULL AS kept
+             FROM resource_versions WHERE server = ? AND uri = ?
+             ORDER BY seen_seq DESC LIMIT 1",
+        )
+        .bind(key.server.as_str())
+        .bind(&key.upstream_uri)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(failed)?;
+        let Some(row) = row else { return Ok(None) };
+        let kept: bool = row.try_get("kept").map_err(failed)?;
+        let (version, latest) = version_of(&row)?;
+        Ok((kept && latest == digest).then_some(version))
+    }
+
     /// Every version of `key`, oldest first, without content.
     async fn versions_of(&self, key: &ResourceKey) -> Result<Vec<ResourceVersion>, StoreError> {
         let rows = sqlx::query(
@@ -352,6 +377,12 @@ impl VersionStore for SqliteStore {
         content: &Content,
         now: Timestamp,
     ) -> Result<Recorded, StoreError> {
+        if let Some(version) = self.latest_if_unchanged(key, digest).await? {
+            return Ok(Recorded {
+                version,
+                is_new: false,
+            });
+        }
         let _turn = self.write_turn().await;
         let mut conn = self.pool.acquire().await.map_err(failed)?;
         // IMMEDIATE takes the write lock up front, so two recorders cannot both pick number n.

@@ -68,6 +68,55 @@ async fn the_process_writers_take_turns_rather_than_meet_on_the_lock() {
     }
 }
 
+/// Seeing the latest content again writes nothing: it needs no write lock, so it is answered
+/// while another process holds the file's, where a new content waits and then gives up.
+#[tokio::test]
+async fn an_unchanged_sighting_needs_no_write_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.db");
+    let store = SqliteStore::open_waiting(&path, Retention::default(), Duration::from_millis(200))
+        .await
+        .unwrap();
+    let k = key("file:///a");
+    let first = store
+        .record(&k, digest_of("one"), &text("one"), at(0))
+        .await
+        .unwrap();
+    // Another process takes the file's write lock and keeps it.
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let again = store
+        .record(&k, digest_of("one"), &text("one"), at(1))
+        .await
+        .expect("an unchanged sighting waited for the write lock");
+    assert_eq!(again.version, first.version);
+    assert!(!again.is_new);
+    assert!(
+        store
+            .record(&k, digest_of("two"), &text("two"), at(2))
+            .await
+            .is_err(),
+        "a new content was recorded without the write lock"
+    );
+    other.execute_batch("ROLLBACK").unwrap();
+    let second = store
+        .record(&k, digest_of("two"), &text("two"), at(3))
+        .await
+        .unwrap();
+    assert_eq!(second.version.version, "v2");
+    // The first content is no longer the latest: seeing it again is a write again.
+    let back = store
+        .record(&k, digest_of("one"), &text("one"), at(4))
+        .await
+        .unwrap();
+    assert_eq!(back.version, first.version);
+    assert_eq!(
+        store.history(&k).await.unwrap().len(),
+        2,
+        "no version was added by seeing one again"
+    );
+}
+
 #[tokio::test]
 async fn history_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
