@@ -27,7 +27,9 @@ tasks:
           run the official MCP conformance suite with Node 22: client mode (Quarry's
           upstream OAuth client) and server mode (Quarry over HTTP, 2025-11-25 and
           2026-07-28), failing on anything not in testkit/conformance/*.yml
-  peers   install the real MCP servers and the Python SDK the tests use (into target/peers)
+  peers [--bench]
+          install the real MCP servers and the Python SDK the tests use (into target/peers);
+          with --bench, also the peer gateways `bench --peers` measures (target/peers/bench)
   services [-- COMMAND...]
           the PostgreSQL and Redis the tests use (QUARRY_TEST_POSTGRES_URL,
           QUARRY_TEST_REDIS_URL; the local ones by default), starting servers of its own
@@ -48,7 +50,14 @@ fn main() {
             }
         },
         Some("conformance") => conformance::conformance(),
-        Some("peers") => peers().map(|_| ()),
+        Some("peers") => match std::env::args().nth(2).as_deref() {
+            None => peers().map(|_| ()),
+            Some("--bench") => peers().and_then(|_| bench_peers()).map(|_| ()),
+            Some(other) => {
+                eprintln!("xtask peers: unknown option {other}\n\n{USAGE}");
+                std::process::exit(2);
+            }
+        },
         Some("services") => {
             let rest: Vec<String> = std::env::args().skip(2).skip_while(|a| a == "--").collect();
             services::with_services(&rest)
