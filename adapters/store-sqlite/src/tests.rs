@@ -1,6 +1,7 @@
 //! What only the SQLite store shows: files that survive a restart, several connections on one
 //! file, migrations of older files. The ports' contracts run here too (see `contract`).
 
+use quarry_ports::VersionStore;
 use quarry_testkit::contract::versions::{at, digest_of, key, text};
 
 use super::*;

@@ -1,0 +1,305 @@
+//! The version history in the SQLite file: each distinct content of a resource numbered in
+//! order, its sightings ordered store-wide, retention dropping old contents' bytes. A content
+//! seen again while it is the latest is answered from one read; anything else is written in
+//! one `IMMEDIATE` transaction under the process's write turn.
+
+use async_trait::async_trait;
+use quarry_domain::{
+    Body, Content, Digest, ResourceVersion, ServerName, Timestamp, VersionNumber, VersionSelector,
+};
+use quarry_ports::{Recorded, ResourceKey, StoreError, VersionStore, VersionSummary};
+use sqlx::{Row, SqliteConnection};
+
+use crate::{SqliteStore, corrupt, failed, from_micros, micros};
+
+fn number_of(n: i64) -> Result<VersionNumber, StoreError> {
+    u32::try_from(n)
+        .ok()
+        .and_then(|n| VersionNumber::new(n).ok())
+        .ok_or_else(|| corrupt(format!("a stored version number is {n}")))
+}
+
+fn version_of(row: &sqlx::sqlite::SqliteRow) -> Result<(ResourceVersion, Digest), StoreError> {
+    let digest_bytes: Vec<u8> = row.try_get("digest").map_err(failed)?;
+    let digest: [u8; 32] = digest_bytes
+        .try_into()
+        .map_err(|_| corrupt("a stored digest is not 32 bytes"))?;
+    let digest = Digest::new(digest);
+    let number: i64 = row.try_get("number").map_err(failed)?;
+    let size: i64 = row.try_get("size").map_err(failed)?;
+    let created: i64 = row.try_get("created_at").map_err(failed)?;
+    Ok((
+        ResourceVersion {
+            version: number_of(number)?,
+            etag: digest.etag(),
+            created_at: from_micros(created),
+            size: u64::try_from(size).map_err(failed)?,
+            checksum: digest.checksum(),
+        },
+        digest,
+    ))
+}
+
+fn content_of(row: &sqlx::sqlite::SqliteRow) -> Result<Option<Content>, StoreError> {
+    let bytes: Option<Vec<u8>> = row.try_get("content").map_err(failed)?;
+    let Some(bytes) = bytes else { return Ok(None) };
+    let mime_type: Option<String> = row.try_get("mime_type").map_err(failed)?;
+    let is_text: bool = row.try_get("is_text").map_err(failed)?;
+    let body = if is_text {
+        Body::Text(String::from_utf8(bytes).map_err(|_| corrupt("stored text is not UTF-8"))?)
+    } else {
+        Body::Blob(bytes)
+    };
+    Ok(Some(Content { mime_type, body }))
+}
+
+impl SqliteStore {
+    async fn record_in(
+        &self,
+        conn: &mut SqliteConnection,
+        key: &ResourceKey,
+        digest: Digest,
+        content: &Content,
+        now: Timestamp,
+    ) -> Result<Recorded, StoreError> {
+        let server = key.server.as_str();
+        let uri = key.upstream_uri.as_str();
+        // One round trip for what the write needs: the next sighting number, the resource's
+        // newest version number, and the version with this digest if there is one.
+        let found = sqlx::query(
+            "SELECT (SELECT COALESCE(MAX(seen_seq), 0) + 1 FROM resource_versions) AS seq,
+                    (SELECT COALESCE(MAX(number), 0) FROM resource_versions
+                     WHERE server = ?1 AND uri = ?2) AS newest,
+                    v.number, v.digest, v.size, v.created_at
+             FROM (SELECT 1) LEFT JOIN resource_versions v
+                  ON v.server = ?1 AND v.uri = ?2 AND v.digest = ?3",
+        )
+        .bind(server)
+        .bind(uri)
+        .bind(&digest.bytes()[..])
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(failed)?;
+        let seq: i64 = found.try_get("seq").map_err(failed)?;
+        let newest: i64 = found.try_get("newest").map_err(failed)?;
+        let seen: Option<i64> = found.try_get("number").map_err(failed)?;
+        let (version, is_new) = if let Some(number) = seen {
+            // Seen again: it is the latest now, and its content is back if retention had dropped it.
+            sqlx::query(
+                "UPDATE resource_versions SET seen_seq = ?, content = COALESCE(content, ?)
+                 WHERE server = ? AND uri = ? AND number = ?",
+            )
+            .bind(seq)
+            .bind(content.bytes())
+            .bind(server)
+            .bind(uri)
+            .bind(number)
+            .execute(&mut *conn)
+            .await
+            .map_err(failed)?;
+            (version_of(&found)?.0, false)
+        } else {
+            let number = newest + 1;
+            sqlx::query(
+                "INSERT INTO resource_versions
+                 (server, uri, number, digest, size, mime_type, is_text, content, created_at, seen_seq)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(server)
+            .bind(uri)
+            .bind(number)
+            .bind(&digest.bytes()[..])
+            .bind(i64::try_from(content.len()).map_err(failed)?)
+            .bind(content.mime_type.as_deref())
+            .bind(content.is_text())
+            .bind(content.bytes())
+            .bind(micros(now))
+            .bind(seq)
+            .execute(&mut *conn)
+            .await
+            .map_err(failed)?;
+            let version = ResourceVersion {
+                version: number_of(number)?,
+                etag: digest.etag(),
+                created_at: from_micros(micros(now)),
+                size: content.len(),
+                checksum: digest.checksum(),
+            };
+            (version, true)
+        };
+        // A resource with one version keeps it whole: there is nothing for retention to drop.
+        if newest > 1 || (is_new && newest == 1) {
+            self.apply_retention(conn, key).await?;
+        }
+        Ok(Recorded { version, is_new })
+    }
+
+    /// The latest version of `key` when it has `digest` and still holds its content: seeing
+    /// that content again changes nothing a reader can tell (it stays the latest, its content
+    /// is kept, retention has nothing new to weigh), so nothing is written and no write lock
+    /// is taken. A read that races a new version is ordered before it.
+    async fn latest_if_unchanged(
+        &self,
+        key: &ResourceKey,
+        digest: Digest,
+    ) -> Result<Option<ResourceVersion>, StoreError> {
+        let row = sqlx::query(
+            "SELECT number, digest, size, created_at, content IS NOT NULL AS kept
+             FROM resource_versions WHERE server = ? AND uri = ?
+             ORDER BY seen_seq DESC LIMIT 1",
+        )
+        .bind(key.server.as_str())
+        .bind(&key.upstream_uri)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(failed)?;
+        let Some(row) = row else { return Ok(None) };
+        let kept: bool = row.try_get("kept").map_err(failed)?;
+        let (version, latest) = version_of(&row)?;
+        Ok((kept && latest == digest).then_some(version))
+    }
+
+    /// Every version of `key`, oldest first, without content.
+    async fn versions_of(&self, key: &ResourceKey) -> Result<Vec<ResourceVersion>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT number, digest, size, created_at FROM resource_versions
+             WHERE server = ? AND uri = ? ORDER BY number",
+        )
+        .bind(key.server.as_str())
+        .bind(&key.upstream_uri)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        rows.iter().map(|r| version_of(r).map(|(v, _)| v)).collect()
+    }
+
+    /// Drops the content of versions beyond the retention limits, newest kept first.
+    async fn apply_retention(
+        &self,
+        conn: &mut SqliteConnection,
+        key: &ResourceKey,
+    ) -> Result<(), StoreError> {
+        let rows = sqlx::query(
+            "SELECT number, size FROM resource_versions
+             WHERE server = ? AND uri = ? AND content IS NOT NULL ORDER BY seen_seq DESC",
+        )
+        .bind(key.server.as_str())
+        .bind(&key.upstream_uri)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(failed)?;
+        let mut kept_bytes: u64 = 0;
+        for (i, row) in rows.iter().enumerate() {
+            let number: i64 = row.try_get("number").map_err(failed)?;
+            let size =
+                u64::try_from(row.try_get::<i64, _>("size").map_err(failed)?).unwrap_or(u64::MAX);
+            // The latest content is always kept: a read must be able to name what it returned.
+            let keep = i == 0
+                || (i < self.retention.count as usize && kept_bytes + size <= self.retention.bytes);
+            if keep {
+                kept_bytes += size;
+                continue;
+            }
+            sqlx::query("UPDATE resource_versions SET content = NULL WHERE server = ? AND uri = ? AND number = ?")
+                .bind(key.server.as_str())
+                .bind(&key.upstream_uri)
+                .bind(number)
+                .execute(&mut *conn)
+                .await
+                .map_err(failed)?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl VersionStore for SqliteStore {
+    async fn record(
+        &self,
+        key: &ResourceKey,
+        digest: Digest,
+        content: &Content,
+        now: Timestamp,
+    ) -> Result<Recorded, StoreError> {
+        if let Some(version) = self.latest_if_unchanged(key, digest).await? {
+            return Ok(Recorded {
+                version,
+                is_new: false,
+            });
+        }
+        let _turn = self.write_turn().await;
+        let mut conn = self.pool.acquire().await.map_err(failed)?;
+        // IMMEDIATE takes the write lock up front, so two recorders cannot both pick number n.
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *conn)
+            .await
+            .map_err(failed)?;
+        let result = self.record_in(&mut conn, key, digest, content, now).await;
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        sqlx::query(end).execute(&mut *conn).await.map_err(failed)?;
+        result
+    }
+
+    async fn find(
+        &self,
+        key: &ResourceKey,
+        selector: &VersionSelector,
+    ) -> Result<Option<(ResourceVersion, Option<Content>)>, StoreError> {
+        // Find the version's number from the metadata alone; load only that version's content.
+        let number = match selector {
+            VersionSelector::Number(n) => i64::from(n.get()),
+            VersionSelector::Etag(etag) => {
+                let found = self
+                    .versions_of(key)
+                    .await?
+                    .into_iter()
+                    .find(|v| &v.etag == etag)
+                    .map(|v| i64::from(v.version.get()));
+                match found {
+                    Some(n) => n,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let row = sqlx::query(
+            "SELECT number, digest, size, created_at, mime_type, is_text, content FROM resource_versions
+             WHERE server = ? AND uri = ? AND number = ?",
+        )
+        .bind(key.server.as_str())
+        .bind(&key.upstream_uri)
+        .bind(number)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(failed)?;
+        row.map(|r| Ok((version_of(&r)?.0, content_of(&r)?)))
+            .transpose()
+    }
+
+    async fn history(&self, key: &ResourceKey) -> Result<Vec<ResourceVersion>, StoreError> {
+        self.versions_of(key).await
+    }
+
+    async fn summaries(&self, server: &ServerName) -> Result<Vec<VersionSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT uri,
+                    (SELECT number FROM resource_versions l
+                      WHERE l.server = v.server AND l.uri = v.uri ORDER BY seen_seq DESC LIMIT 1) AS latest,
+                    MIN(created_at) AS first_seen
+             FROM resource_versions v WHERE server = ? GROUP BY uri",
+        )
+        .bind(server.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        rows.iter()
+            .map(|row| {
+                let latest: i64 = row.try_get("latest").map_err(failed)?;
+                Ok(VersionSummary {
+                    upstream_uri: row.try_get("uri").map_err(failed)?,
+                    latest: number_of(latest)?,
+                    first_seen: from_micros(row.try_get("first_seen").map_err(failed)?),
+                })
+            })
+            .collect()
+    }
+}
