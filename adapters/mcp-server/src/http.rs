@@ -361,6 +361,10 @@ pub async fn serve_http(
         .with_allowed_origins(http.allowed_origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(http.max_body_bytes)
+        // A 2026-07-28 request whose handler sends nothing before its result is answered with
+        // one JSON body, not an event stream of one event; one that sends notifications first
+        // (a listen stream) still streams.
+        .with_json_response(true)
         .with_cancellation_token(ended.clone());
     config.sse_keep_alive = Some(Duration::from_secs(15));
     config.session_store = Some(shared.for_rmcp());

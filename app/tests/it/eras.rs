@@ -163,6 +163,49 @@ async fn what_policy_decided_is_private() {
     assert!(ttl(&read["result"]) > 0, "{read}");
 }
 
+// traces: REQ-071-036 — a 2026-07-28 request answered with nothing before its result is one
+// JSON body, not an event stream of one event.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_answer_is_one_json_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = served(dir.path(), &stdio_fixture("a", &[]), &[]).await;
+    let uri = "mcp://a/fixture_3A//text/hello.txt";
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read",
+        "params": {"uri": uri, "_meta": meta()}})
+    .to_string();
+    let (version, name) = (
+        format!("MCP-Protocol-Version: {MODERN}"),
+        format!("Mcp-Name: {uri}"),
+    );
+    let headers = [
+        version.as_str(),
+        "Mcp-Method: resources/read",
+        name.as_str(),
+    ];
+    let (status, head, body) = post(
+        gw.addr,
+        &format!("127.0.0.1:{}", gw.addr.port()),
+        &headers,
+        &body,
+    )
+    .await;
+    assert_eq!(status, 200, "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{head}"
+    );
+    assert!(!body.contains("data:"), "not an event stream: {body}");
+    let answer = message(&body);
+    assert_eq!(answer["id"], 3, "{answer}");
+    assert!(
+        answer["result"]["contents"][0]["text"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
+        "{answer}"
+    );
+}
+
 // traces: REQ-071-022 — a resource the upstream does not have is -32602 with its URI for a
 // 2026-07-28 client, never an empty contents.
 #[tokio::test(flavor = "multi_thread")]
