@@ -317,6 +317,7 @@ async fn serve_http(
         session_idle: http.session_idle,
         max_body_bytes: http.max_body_bytes,
         max_requests_per_agent: http.max_requests_per_agent,
+        max_requests_in_flight: http.max_requests_in_flight,
         tls: http.tls.clone(),
         api_keys: http.api_keys.iter().cloned().collect(),
         oauth: match &http.oauth {

@@ -71,6 +71,9 @@ pub struct HttpOptions {
     /// Requests one agent may have in flight at once (an answer streamed as events counts until
     /// its stream ends).
     pub max_requests_per_agent: usize,
+    /// Requests handed to the MCP layer at once, across agents: more wait their turn (within
+    /// `request_timeout`), holding no more than their connection and their body meanwhile.
+    pub max_requests_in_flight: usize,
     /// HTTPS: the certificate chain and the private key (PEM files); none serves plain HTTP.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// API keys by the SHA-256 (lowercase hex) of the key, and the agent each names. With none
@@ -126,6 +129,8 @@ struct Guard {
     /// Each agent's requests in flight.
     in_flight: Mutex<HashMap<Principal, Arc<tokio::sync::Semaphore>>>,
     per_agent: usize,
+    /// Requests in the MCP layer at once, across agents (`max_requests_in_flight`).
+    admission: Arc<tokio::sync::Semaphore>,
 }
 
 fn refuse(status: StatusCode, why: &str) -> Response {
@@ -266,12 +271,23 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
             .insert(Initialize(m["params"].clone()));
     }
     // A POST is one request and is bounded in time; a GET is a stream the client keeps open.
+    // A request waits its turn to enter rmcp, which gives each request it holds its own
+    // channels and tasks (tens of KiB): ten thousand at once would otherwise hold them all.
+    // Not a notification or a response (cheap, and a response may be what a request holding a
+    // turn waits for), nor a 2026-07-28 subscription, which stays open as long as its client
+    // listens.
+    let admission = message
+        .as_ref()
+        .filter(|m| m.get("id").is_some() && m["method"].is_string())
+        .filter(|m| m["method"] != "subscriptions/listen")
+        .map(|_| g.admission.clone());
     let id = message.and_then(|m| m.get("id").cloned());
     bounds::within(
         next.run(request),
         posted.then_some(g.request_timeout),
         id,
         permit,
+        admission,
     )
     .await
 }
@@ -353,6 +369,7 @@ pub async fn serve_http(
         max_sessions: http.max_sessions,
         in_flight: Mutex::new(HashMap::new()),
         per_agent: http.max_requests_per_agent,
+        admission: Arc::new(tokio::sync::Semaphore::new(http.max_requests_in_flight)),
     });
     let handler =
         GatewayServer::for_agents(default_gateway, agents, options).with_sessions(shared.clone());

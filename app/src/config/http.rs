@@ -21,6 +21,7 @@ pub(super) struct HttpSection {
     session_idle_seconds: Option<u64>,
     max_body_kb: Option<usize>,
     max_requests_per_agent: Option<usize>,
+    max_requests_in_flight: Option<usize>,
     tls_cert_file: Option<std::path::PathBuf>,
     tls_key_file: Option<std::path::PathBuf>,
     request_timeout_seconds: Option<u64>,
@@ -47,6 +48,8 @@ pub struct HttpSettings {
     pub max_body_bytes: usize,
     /// Requests one agent may have in flight at once.
     pub max_requests_per_agent: usize,
+    /// Requests handled at once across all agents; more wait their turn.
+    pub max_requests_in_flight: usize,
     /// HTTPS: the certificate chain and private key files (PEM); none: plain HTTP.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// The longest a request may take, to the end of its answer.
@@ -93,6 +96,12 @@ impl HttpSection {
         if !(1..=10_000).contains(&per_agent) {
             return Err(Error::invalid(
                 "http.max_requests_per_agent must be between 1 and 10000",
+            ));
+        }
+        let in_flight = self.max_requests_in_flight.unwrap_or(256);
+        if !(1..=100_000).contains(&in_flight) {
+            return Err(Error::invalid(
+                "http.max_requests_in_flight must be between 1 and 100000",
             ));
         }
         let timeout = self.request_timeout_seconds.unwrap_or(300);
@@ -144,6 +153,7 @@ impl HttpSection {
             session_idle: Duration::from_secs(idle),
             max_body_bytes: body_kb * 1024,
             max_requests_per_agent: per_agent,
+            max_requests_in_flight: in_flight,
             tls,
             request_timeout: Duration::from_secs(timeout),
             api_keys,

@@ -231,6 +231,10 @@ fn resource_server_mistakes_are_named_precisely() {
             "[http]\nrequest_timeout_seconds = 0\n".to_owned(),
             "http.request_timeout_seconds must be between 1 and 3600",
         ),
+        (
+            "[http]\nmax_requests_in_flight = 0\n".to_owned(),
+            "http.max_requests_in_flight must be between 1 and 100000",
+        ),
     ];
     for (text, expected) in cases {
         let e = load_text(&text).unwrap_err();

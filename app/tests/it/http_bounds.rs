@@ -81,7 +81,7 @@ async fn tr_4_sessions_are_random_bounded_and_end() {
     );
 }
 
-async fn slow_fixture() -> quarry_testkit::fixture::HttpFixture {
+pub(crate) async fn slow_fixture() -> quarry_testkit::fixture::HttpFixture {
     quarry_testkit::fixture::serve_http(
         quarry_testkit::fixture::FixtureArgs {
             name: "notes".into(),
@@ -95,7 +95,7 @@ async fn slow_fixture() -> quarry_testkit::fixture::HttpFixture {
 }
 
 /// An initialized session on `addr`: its header.
-async fn session(addr: SocketAddr, host: &str) -> String {
+pub(crate) async fn session(addr: SocketAddr, host: &str) -> String {
     let sid = session_of(&post(addr, host, &[], INITIALIZE).await.1).unwrap();
     let header = format!("Mcp-Session-Id: {sid}");
     let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
@@ -103,7 +103,7 @@ async fn session(addr: SocketAddr, host: &str) -> String {
     header
 }
 
-fn slow_read(id: u32) -> String {
+pub(crate) fn slow_read(id: u32) -> String {
     format!(
         r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_mcp_resource","arguments":{{"resource_uri":"mcp://notes/fixture_3A//slow","use_cache":false}}}}}}"#
     )

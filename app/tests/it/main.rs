@@ -15,6 +15,7 @@ mod eras_upstream;
 mod hostile;
 mod hostile_http;
 mod http;
+mod http_admission;
 mod http_agents;
 mod http_bounds;
 mod inputs;

@@ -2,9 +2,10 @@
 //! JSON-RPC message can be checked before rmcp sees it, and its answer must end within
 //! `http.request_timeout_seconds`. An answer not begun by then is 504; an event stream still
 //! open then gets a JSON-RPC error for the request and ends. The caller's in-flight permit is
-//! held until the answer's last byte.
+//! held until the answer's last byte, and so is its turn among the requests handled at once
+//! (`http.max_requests_in_flight`), which it waits for within its time.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use axum::{
     body::{Body, Bytes},
@@ -14,7 +15,10 @@ use axum::{
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
-use tokio::{sync::OwnedSemaphorePermit, time::Instant};
+use tokio::{
+    sync::{OwnedSemaphorePermit, Semaphore},
+    time::Instant,
+};
 
 use super::refuse;
 
@@ -52,17 +56,27 @@ fn timed_out(id: Option<&Value>, limit: Duration) -> Bytes {
 }
 
 /// Runs `answer` within `limit` (None: no limit, for event streams a client keeps open), its
-/// body too, holding `permit` until the body ends.
+/// body too, holding `permit` until the body ends; with `admission`, `answer` starts once it
+/// has a turn there, held until the body ends as well.
 pub(super) async fn within(
     answer: impl Future<Output = Response>,
     limit: Option<Duration>,
     id: Option<Value>,
     permit: OwnedSemaphorePermit,
+    admission: Option<Arc<Semaphore>>,
 ) -> Response {
     let deadline = limit.map(|l| Instant::now() + l);
-    let response = match deadline {
+    // The turn is waited for within the request's time, and held with the permit.
+    let answer = async move {
+        let turn = match admission {
+            Some(admission) => admission.acquire_owned().await.ok(),
+            None => None,
+        };
+        (turn, answer.await)
+    };
+    let (turn, response) = match deadline {
         Some(at) => match tokio::time::timeout_at(at, answer).await {
-            Ok(response) => response,
+            Ok(answered) => answered,
             Err(_) => {
                 tracing::warn!("a request ran past http.request_timeout_seconds");
                 return refuse(
@@ -73,6 +87,7 @@ pub(super) async fn within(
         },
         None => answer.await,
     };
+    let permit = (permit, turn);
     let (parts, body) = response.into_parts();
     let events = parts
         .headers

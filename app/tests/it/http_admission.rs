@@ -1,0 +1,93 @@
+//! Requests handled at once across agents (`http.max_requests_in_flight`): past the bound a
+//! request waits its turn, within its time, instead of being refused; a 2026-07-28 listener,
+//! which stays open, holds no turn.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::{
+    eras::{MODERN, meta},
+    http::{post, served},
+    http_bounds::{session, slow_fixture, slow_read},
+    subscriptions::listen,
+    support::http_server,
+};
+
+// traces: TR-8 — past http.max_requests_in_flight a request waits for a turn and is answered
+// once the request before it ends, not refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn past_the_bound_a_request_waits_its_turn() {
+    let notes = slow_fixture().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}[http]\nmax_requests_in_flight = 1\n",
+        http_server("notes", &notes.url)
+    );
+    let gw = served(dir.path(), &config, &[]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let list = r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#;
+    let (slow, quick) = tokio::join!(
+        async {
+            let answer = post(gw.addr, &host, &headers, &slow_read(1)).await;
+            (answer, Instant::now())
+        },
+        async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let answer = post(gw.addr, &host, &headers, list).await;
+            (answer, Instant::now())
+        },
+    );
+    assert_eq!(slow.0.0, 200, "{}", slow.0.2);
+    assert!(slow.0.2.contains("slow"), "{}", slow.0.2);
+    assert_eq!(quick.0.0, 200, "waited, not refused: {}", quick.0.1);
+    assert!(quick.0.2.contains("read_mcp_resource"), "{}", quick.0.2);
+    assert!(
+        quick.1 >= slow.1,
+        "the tools/list sent while the slow read held the only turn was answered first"
+    );
+}
+
+// traces: TR-8 — a 2026-07-28 subscriptions/listen stream stays open without holding a turn:
+// with one turn and a listener open, a read is answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_listener_holds_no_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = crate::support::http_fixture("notes", 2).await;
+    let config = format!(
+        "{}[http]\nmax_requests_in_flight = 1\n",
+        http_server("notes", &notes.url)
+    );
+    let gw = served(dir.path(), &config, &[]).await;
+    let stream = listen(
+        gw.addr,
+        5,
+        json!({"resourceSubscriptions": ["mcp://notes/fixture_3A//item/1"]}),
+    )
+    .await;
+    let uri = "mcp://notes/fixture_3A//item/2";
+    let body = json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read",
+        "params": {"uri": uri, "_meta": meta()}})
+    .to_string();
+    let (version, name) = (
+        format!("MCP-Protocol-Version: {MODERN}"),
+        format!("Mcp-Name: {uri}"),
+    );
+    let headers = [
+        version.as_str(),
+        "Mcp-Method: resources/read",
+        name.as_str(),
+    ];
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let (status, _, answer) = tokio::time::timeout(
+        Duration::from_secs(10),
+        post(gw.addr, &host, &headers, &body),
+    )
+    .await
+    .expect("the read was answered while the listener stayed open");
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("\"contents\""), "{answer}");
+    drop(stream);
+}
