@@ -7,6 +7,10 @@
 //! connection instead, under the write turn (`SqliteStore::write_turn`), so they never meet
 //! each other.
 //!
+//! A second connection, the [`Reader`], answers the reads a request waits for that fit in
+//! one statement (is this content the resource's latest version?) on the caller's thread too,
+//! when no other caller is using it; otherwise, or if it fails, the read goes to the pool.
+//!
 //! It never waits: its busy timeout is zero, so while another process holds the file's write
 //! lock a statement fails at once with `SQLITE_BUSY` and the caller takes the pooled path,
 //! which waits for the lock without holding a thread. Nor does it checkpoint the write-ahead
@@ -65,5 +69,29 @@ impl Direct {
             rows,
             checkpoint_due,
         })
+    }
+}
+
+/// This process's connection for reads on the caller's thread (`SqliteStore::read_here`).
+#[derive(Debug)]
+pub(crate) struct Reader {
+    conn: Connection,
+}
+
+impl Reader {
+    /// Opens `path`, which the pool has already created and migrated, for queries only.
+    pub(crate) fn open(path: &Path) -> rusqlite::Result<Self> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::ZERO)?;
+        conn.pragma_update(None, "query_only", true)?;
+        Ok(Self { conn })
+    }
+
+    /// The connection, to prepare (cached) and run one query on.
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
     }
 }

@@ -32,10 +32,12 @@ pub struct SqliteStore {
     /// This process's writers, one at a time (`write_turn`),
     /// and for a file the connection they may write with on their own thread.
     writer: std::sync::Arc<tokio::sync::Mutex<Option<Direct>>>,
+    /// For a file, the connection single-statement reads may use on their own thread.
+    reader: std::sync::Arc<std::sync::Mutex<Option<Reader>>>,
 }
 
 pub use audit::SqliteAudit;
-use direct::Direct;
+use direct::{Direct, Reader};
 pub(crate) use errors::{corrupt, failed};
 
 pub(crate) fn micros(t: Timestamp) -> i64 {
@@ -92,6 +94,12 @@ impl SqliteStore {
         let direct = Direct::open(path)
             .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
         *store.writer.lock().await = Some(direct);
+        let reader = Reader::open(path)
+            .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
+        *store
+            .reader
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reader);
         Ok(store)
     }
 
@@ -119,6 +127,7 @@ impl SqliteStore {
             pool,
             retention,
             writer: std::sync::Arc::default(),
+            reader: std::sync::Arc::default(),
         })
     }
 
@@ -133,6 +142,23 @@ impl SqliteStore {
     /// The turn holds the direct connection (`direct.rs`) of a store kept in a file.
     pub(crate) async fn write_turn(&self) -> tokio::sync::MutexGuard<'_, Option<Direct>> {
         self.writer.lock().await
+    }
+
+    /// Runs `query` on the reader connection, on this thread: `None` when there is none (a
+    /// store in memory), another caller is using it, or the query failed (`SQLITE_BUSY` while
+    /// the log is being reset, say), and the caller then asks the pool.
+    pub(crate) fn read_here<T>(
+        &self,
+        query: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> Option<T> {
+        let reader = self.reader.try_lock().ok()?;
+        match query(reader.as_ref()?.conn()) {
+            Ok(found) => Some(found),
+            Err(e) => {
+                tracing::debug!("a read on the reader connection failed, asked the pool: {e}");
+                None
+            }
+        }
     }
 
     /// Checkpoints the write-ahead log on a pooled connection, in the background: the direct
@@ -158,6 +184,10 @@ impl SqliteStore {
     /// connection to the file closes).
     pub async fn close(&self) {
         self.writer.lock().await.take();
+        self.reader
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         self.pool.close().await;
     }
 }

@@ -118,6 +118,38 @@ async fn an_unchanged_sighting_needs_no_write_lock() {
     );
 }
 
+// An unchanged sighting is one statement on the caller's thread: it is answered while every
+// pooled connection is taken (the pool would make it wait for one).
+#[tokio::test]
+async fn an_unchanged_sighting_needs_no_pooled_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("q.db"), Retention::default())
+        .await
+        .unwrap();
+    let k = key("file:///a");
+    let first = store
+        .record(&k, digest_of("one"), &text("one"), at(0))
+        .await
+        .unwrap();
+    let mut held = Vec::new();
+    while let Ok(Ok(conn)) =
+        tokio::time::timeout(Duration::from_millis(200), store.pool.acquire()).await
+    {
+        held.push(conn);
+    }
+    assert!(!held.is_empty(), "the pool gave no connection at all");
+    let again = tokio::time::timeout(
+        Duration::from_secs(5),
+        store.record(&k, digest_of("one"), &text("one"), at(1)),
+    )
+    .await
+    .expect("the sighting waited for a pooled connection")
+    .unwrap();
+    assert_eq!(again.version, first.version);
+    assert!(!again.is_new);
+    drop(held);
+}
+
 #[tokio::test]
 async fn history_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();

@@ -20,14 +20,25 @@ fn number_of(n: i64) -> Result<VersionNumber, StoreError> {
 }
 
 fn version_of(row: &sqlx::sqlite::SqliteRow) -> Result<(ResourceVersion, Digest), StoreError> {
-    let digest_bytes: Vec<u8> = row.try_get("digest").map_err(failed)?;
-    let digest: [u8; 32] = digest_bytes
+    version_from(
+        row.try_get("number").map_err(failed)?,
+        row.try_get("digest").map_err(failed)?,
+        row.try_get("size").map_err(failed)?,
+        row.try_get("created_at").map_err(failed)?,
+    )
+}
+
+/// A version's columns: `number`, `digest`, `size`, `created_at`.
+fn version_from(
+    number: i64,
+    digest: Vec<u8>,
+    size: i64,
+    created: i64,
+) -> Result<(ResourceVersion, Digest), StoreError> {
+    let digest: [u8; 32] = digest
         .try_into()
         .map_err(|_| corrupt("a stored digest is not 32 bytes"))?;
     let digest = Digest::new(digest);
-    let number: i64 = row.try_get("number").map_err(failed)?;
-    let size: i64 = row.try_get("size").map_err(failed)?;
-    let created: i64 = row.try_get("created_at").map_err(failed)?;
     Ok((
         ResourceVersion {
             version: number_of(number)?,
@@ -137,25 +148,49 @@ impl SqliteStore {
     /// The latest version of `key` when it has `digest` and still holds its content: seeing
     /// that content again changes nothing a reader can tell (it stays the latest, its content
     /// is kept, retention has nothing new to weigh), so nothing is written and no write lock
-    /// is taken. A read that races a new version is ordered before it.
+    /// is taken. A read that races a new version is ordered before it. One statement, on the
+    /// caller's thread when the reader connection is free (`SqliteStore::read_here`).
     async fn latest_if_unchanged(
         &self,
         key: &ResourceKey,
         digest: Digest,
     ) -> Result<Option<ResourceVersion>, StoreError> {
-        let row = sqlx::query(
-            "SELECT number, digest, size, created_at, content IS NOT NULL AS kept
-             FROM resource_versions WHERE server = ? AND uri = ?
-             ORDER BY seen_seq DESC LIMIT 1",
-        )
-        .bind(key.server.as_str())
-        .bind(&key.upstream_uri)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(failed)?;
-        let Some(row) = row else { return Ok(None) };
-        let kept: bool = row.try_get("kept").map_err(failed)?;
-        let (version, latest) = version_of(&row)?;
+        const LATEST: &str = "SELECT number, digest, size, created_at, content IS NOT NULL AS kept
+             FROM resource_versions WHERE server = ?1 AND uri = ?2
+             ORDER BY seen_seq DESC LIMIT 1";
+        type Latest = Option<(i64, Vec<u8>, i64, i64, bool)>;
+        let here = self.read_here(|conn| -> rusqlite::Result<Latest> {
+            use rusqlite::OptionalExtension;
+            conn.prepare_cached(LATEST)?
+                .query_row(
+                    rusqlite::params![key.server.as_str(), key.upstream_uri],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                )
+                .optional()
+        });
+        let latest: Latest = match here {
+            Some(latest) => latest,
+            None => sqlx::query(LATEST)
+                .bind(key.server.as_str())
+                .bind(&key.upstream_uri)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(failed)?
+                .map(|row| -> Result<_, StoreError> {
+                    Ok((
+                        row.try_get("number").map_err(failed)?,
+                        row.try_get("digest").map_err(failed)?,
+                        row.try_get("size").map_err(failed)?,
+                        row.try_get("created_at").map_err(failed)?,
+                        row.try_get("kept").map_err(failed)?,
+                    ))
+                })
+                .transpose()?,
+        };
+        let Some((number, stored, size, created, kept)) = latest else {
+            return Ok(None);
+        };
+        let (version, latest) = version_from(number, stored, size, created)?;
         Ok((kept && latest == digest).then_some(version))
     }
 
