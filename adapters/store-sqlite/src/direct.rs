@@ -27,6 +27,10 @@ use rusqlite::{Connection, OpenFlags, Params};
 /// itself).
 pub(crate) const CHECKPOINT_EVERY: u32 = 512;
 
+/// Frames in the write-ahead log (4 KiB each) from which a checkpoint is made again under the
+/// write turn, so that the log starts over: about four checkpoints' worth of audit appends.
+pub(crate) const LOG_BOUND: i64 = 4096;
+
 /// The connection and how many commits it made since it last asked for a checkpoint.
 #[derive(Debug)]
 pub(crate) struct Direct {

@@ -334,3 +334,78 @@ mod contract {
         contract::sessions::check_shared(one, two).await;
     }
 }
+
+/// The frames the write-ahead log holds, and those copied to the file, after one more
+/// `PASSIVE` checkpoint.
+async fn log_of(store: &SqliteStore) -> (i64, i64) {
+    store.checkpoint().await.unwrap()
+}
+
+// A checkpoint of a short log runs beside the writers: it completes while this process's write
+// turn is held (a writer in the middle of its statement).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_of_a_short_log_does_not_stop_the_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("q.db"), Retention::default())
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let body = format!("content {i}");
+        store
+            .record(
+                &key(&format!("file:///{i}")),
+                digest_of(&body),
+                &text(&body),
+                at(i),
+            )
+            .await
+            .unwrap();
+    }
+    let turn = store.write_turn().await;
+    tokio::time::timeout(Duration::from_secs(5), store.checkpoint_now())
+        .await
+        .expect("the checkpoint waited for the write turn");
+    drop(turn);
+    let (log, copied) = log_of(&store).await;
+    assert!(log > 0 && copied == log, "{copied} of {log} frames copied");
+}
+
+// A log that has grown to LOG_BOUND frames (writers raced every checkpoint) is checkpointed
+// again under the write turn, so that the next write starts it over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_log_is_checkpointed_under_the_write_turn_and_starts_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("q.db"), Retention::default())
+        .await
+        .unwrap();
+    // One content of about 4,400 pages: the log passes the bound in one commit.
+    let big = "x".repeat(17 << 20);
+    store
+        .record(&key("file:///big"), digest_of(&big), &text(&big), at(0))
+        .await
+        .unwrap();
+    let turn = store.write_turn().await;
+    let checkpoint = tokio::spawn({
+        let store = store.clone();
+        async move { store.checkpoint_now().await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !checkpoint.is_finished(),
+        "a log past the bound was left without waiting for the write turn"
+    );
+    drop(turn);
+    tokio::time::timeout(Duration::from_secs(10), checkpoint)
+        .await
+        .expect("the checkpoint ended once it had the turn")
+        .unwrap();
+    store
+        .record(&key("file:///small"), digest_of("s"), &text("s"), at(1))
+        .await
+        .unwrap();
+    let (log, _) = log_of(&store).await;
+    assert!(
+        log < 64,
+        "the log did not start over: it holds {log} frames after one small write"
+    );
+}
