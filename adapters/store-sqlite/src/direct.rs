@@ -47,14 +47,21 @@ pub(crate) struct Executed {
     pub(crate) checkpoint_due: bool,
 }
 
+/// A connection of this process's own to `path`, used from one thread at a time, that never
+/// waits for a lock.
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(Duration::ZERO)?;
+    Ok(conn)
+}
+
 impl Direct {
     /// Opens `path`, which the pool has already created, migrated and put in WAL mode.
     pub(crate) fn open(path: &Path) -> rusqlite::Result<Self> {
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        conn.busy_timeout(Duration::ZERO)?;
+        let conn = connect(path)?;
         // Per connection, as in the pool: a commit reaches the log without an fsync.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
@@ -85,11 +92,7 @@ pub(crate) struct Reader {
 impl Reader {
     /// Opens `path`, which the pool has already created and migrated, for queries only.
     pub(crate) fn open(path: &Path) -> rusqlite::Result<Self> {
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        conn.busy_timeout(Duration::ZERO)?;
+        let conn = connect(path)?;
         conn.pragma_update(None, "query_only", true)?;
         Ok(Self { conn })
     }

@@ -6,6 +6,15 @@ use quarry_testkit::contract::versions::{at, digest_of, key, text};
 
 use super::*;
 
+/// A store in a file of a directory of its own (kept while the directory is).
+async fn file_store() -> (tempfile::TempDir, SqliteStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("q.db"), Retention::default())
+        .await
+        .unwrap();
+    (dir, store)
+}
+
 /// Two stores on one file: two processes, as far as SQLite is concerned.
 async fn two_on(path: &std::path::Path) -> (SqliteStore, SqliteStore) {
     let one = SqliteStore::open(path, Retention::default()).await.unwrap();
@@ -122,10 +131,7 @@ async fn an_unchanged_sighting_needs_no_write_lock() {
 // pooled connection is taken (the pool would make it wait for one).
 #[tokio::test]
 async fn an_unchanged_sighting_needs_no_pooled_connection() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("q.db"), Retention::default())
-        .await
-        .unwrap();
+    let (_dir, store) = file_store().await;
     let k = key("file:///a");
     let first = store
         .record(&k, digest_of("one"), &text("one"), at(0))
@@ -345,10 +351,7 @@ async fn log_of(store: &SqliteStore) -> (i64, i64) {
 // turn is held (a writer in the middle of its statement).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoint_of_a_short_log_does_not_stop_the_writers() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("q.db"), Retention::default())
-        .await
-        .unwrap();
+    let (_dir, store) = file_store().await;
     for i in 0..20 {
         let body = format!("content {i}");
         store
@@ -374,10 +377,7 @@ async fn a_checkpoint_of_a_short_log_does_not_stop_the_writers() {
 // again under the write turn, so that the next write starts it over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_log_is_checkpointed_under_the_write_turn_and_starts_over() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("q.db"), Retention::default())
-        .await
-        .unwrap();
+    let (_dir, store) = file_store().await;
     // One content of about 4,400 pages: the log passes the bound in one commit.
     let big = "x".repeat(17 << 20);
     store

@@ -37,14 +37,28 @@ pub(crate) fn message(body: &str) -> Value {
         .unwrap_or_else(|| panic!("no JSON-RPC response in {body:?}"))
 }
 
-/// A stateless 2026-07-28 request: the protocol version header, `Mcp-Method` and (for a
-/// request about one thing) `Mcp-Name`, and `params._meta`. Returns the status and message.
+/// A stateless 2026-07-28 request (id 7): the protocol version header, `Mcp-Method` and (for
+/// a request about one thing) `Mcp-Name`, and `params._meta`. Returns the status and message.
 pub(crate) async fn modern(
     addr: SocketAddr,
     method: &str,
     name: Option<&str>,
-    mut params: Value,
+    params: Value,
 ) -> (u16, Value) {
+    let (status, head, body) = modern_raw(addr, method, name, params).await;
+    if body.trim().is_empty() {
+        return (status, json!({"head": head}));
+    }
+    (status, message(&body))
+}
+
+/// [`modern`]'s request, answered as it came: the status, the head and the body.
+pub(crate) async fn modern_raw(
+    addr: SocketAddr,
+    method: &str,
+    name: Option<&str>,
+    mut params: Value,
+) -> (u16, String, String) {
     params["_meta"] = meta();
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string();
     let version = format!("MCP-Protocol-Version: {MODERN}");
@@ -52,12 +66,7 @@ pub(crate) async fn modern(
     let name_header = name.map(|n| format!("Mcp-Name: {n}"));
     let mut headers = vec![version.as_str(), method_header.as_str()];
     headers.extend(name_header.as_deref());
-    let (status, head, body) =
-        post(addr, &format!("127.0.0.1:{}", addr.port()), &headers, &body).await;
-    if body.trim().is_empty() {
-        return (status, json!({"head": head}));
-    }
-    (status, message(&body))
+    post(addr, &format!("127.0.0.1:{}", addr.port()), &headers, &body).await
 }
 
 fn ttl(result: &Value) -> u64 {
@@ -170,25 +179,8 @@ async fn a_stateless_answer_is_one_json_body() {
     let dir = tempfile::tempdir().unwrap();
     let gw = served(dir.path(), &stdio_fixture("a", &[]), &[]).await;
     let uri = "mcp://a/fixture_3A//text/hello.txt";
-    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read",
-        "params": {"uri": uri, "_meta": meta()}})
-    .to_string();
-    let (version, name) = (
-        format!("MCP-Protocol-Version: {MODERN}"),
-        format!("Mcp-Name: {uri}"),
-    );
-    let headers = [
-        version.as_str(),
-        "Mcp-Method: resources/read",
-        name.as_str(),
-    ];
-    let (status, head, body) = post(
-        gw.addr,
-        &format!("127.0.0.1:{}", gw.addr.port()),
-        &headers,
-        &body,
-    )
-    .await;
+    let (status, head, body) =
+        modern_raw(gw.addr, "resources/read", Some(uri), json!({"uri": uri})).await;
     assert_eq!(status, 200, "{head}");
     assert!(
         head.to_ascii_lowercase()
@@ -197,7 +189,7 @@ async fn a_stateless_answer_is_one_json_body() {
     );
     assert!(!body.contains("data:"), "not an event stream: {body}");
     let answer = message(&body);
-    assert_eq!(answer["id"], 3, "{answer}");
+    assert_eq!(answer["id"], 7, "{answer}");
     assert!(
         answer["result"]["contents"][0]["text"]
             .as_str()

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::{
-    eras::{MODERN, meta},
+    eras::modern_raw,
     http::{post, served},
     http_bounds::{session, slow_fixture, slow_read},
     subscriptions::listen,
@@ -68,22 +68,9 @@ async fn a_listener_holds_no_turn() {
     )
     .await;
     let uri = "mcp://notes/fixture_3A//item/2";
-    let body = json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read",
-        "params": {"uri": uri, "_meta": meta()}})
-    .to_string();
-    let (version, name) = (
-        format!("MCP-Protocol-Version: {MODERN}"),
-        format!("Mcp-Name: {uri}"),
-    );
-    let headers = [
-        version.as_str(),
-        "Mcp-Method: resources/read",
-        name.as_str(),
-    ];
-    let host = format!("127.0.0.1:{}", gw.addr.port());
     let (status, _, answer) = tokio::time::timeout(
         Duration::from_secs(10),
-        post(gw.addr, &host, &headers, &body),
+        modern_raw(gw.addr, "resources/read", Some(uri), json!({"uri": uri})),
     )
     .await
     .expect("the read was answered while the listener stayed open");
