@@ -200,7 +200,10 @@ fn tool_success(value: Value) -> CallToolResult {
                 value["error_message"].as_str().unwrap_or_default()
             ))])
         }
-        _ => CallToolResult::success(vec![ContentBlock::text(value.to_string())]),
+        // serde_json's own writer: `Value`'s `Display` goes through `fmt`, a call per piece.
+        _ => CallToolResult::success(vec![ContentBlock::text(
+            serde_json::to_string(&value).unwrap_or_default(),
+        )]),
     };
     result.structured_content = Some(value);
     result

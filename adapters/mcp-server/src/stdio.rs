@@ -121,7 +121,7 @@ async fn copy_line(
         if chunk.is_empty() {
             return Ok(false);
         }
-        let (part, done) = match chunk.iter().position(|b| *b == b'\n') {
+        let (part, done) = match memchr::memchr(b'\n', chunk) {
             Some(i) => (&chunk[..=i], true),
             None => (chunk, false),
         };
@@ -197,7 +197,7 @@ async fn read_line(
                 Line::Complete
             });
         }
-        let (part, done) = match chunk.iter().position(|b| *b == b'\n') {
+        let (part, done) = match memchr::memchr(b'\n', chunk) {
             Some(i) => (&chunk[..i], Some(i + 1)),
             None => (chunk, None),
         };
