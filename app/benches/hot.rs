@@ -6,6 +6,10 @@
 //!   read without policy. The differences are what a decision costs a read.
 //! - `encode_read_result`: a read result turned into the JSON the `read_mcp_resource` tool
 //!   answers with (`serde_json::to_value`, then that value as text), at 1 KiB, 64 KiB, 1 MiB.
+//! - `client_parse`: what the stdio rows' client (rmcp's) spends taking one 1 MiB answer off
+//!   the wire: a `resources/read` answer and a `read_mcp_resource` answer (the same content as
+//!   structured content and again as text), each parsed as rmcp's client parses a message and,
+//!   beside it, as a plain `serde_json::Value`.
 //! - `audit/append_16_at_once`: sixteen requests' records appended at once to the audit trail
 //!   as `quarry serve` makes it (a SQLite file, concurrent appends committed together), until
 //!   the last is in.
@@ -127,11 +131,34 @@ fn encode(c: &mut Criterion) {
             .block_on(service.read_resource(ReadRequest::whole(uri)))
             .unwrap();
         group.bench_with_input(BenchmarkId::from_parameter(label), &result, |b, result| {
-            b.iter(|| serde_json::to_value(result).unwrap().to_string());
+            b.iter(|| serde_json::to_string(&serde_json::to_value(result).unwrap()).unwrap());
         });
     }
     group.finish();
     rt.block_on(service.shutdown());
+}
+
+fn client_parse(c: &mut Criterion) {
+    let text = quarry_testkit::fixture::sized_text(1 << 20);
+    let uri = "mcp://bench/fixture_3A//sized/1048576";
+    let read = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]}});
+    let structured = serde_json::json!({"success": true, "uri": uri, "content": text,
+        "mime_type": "text/plain", "size": 1 << 20, "cached": true});
+    let tool = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": serde_json::to_string(&structured).unwrap()}],
+        "structuredContent": structured, "isError": false}});
+    let mut group = c.benchmark_group("client_parse");
+    for (label, answer) in [("read_answer_1MiB", read), ("tool_answer_1MiB", tool)] {
+        let bytes = serde_json::to_vec(&answer).unwrap();
+        group.bench_with_input(BenchmarkId::new("rmcp", label), &bytes, |b, bytes| {
+            b.iter(|| serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(bytes).unwrap());
+        });
+        group.bench_with_input(BenchmarkId::new("value", label), &bytes, |b, bytes| {
+            b.iter(|| serde_json::from_slice::<serde_json::Value>(bytes).unwrap());
+        });
+    }
+    group.finish();
 }
 
 fn audit(c: &mut Criterion) {
@@ -159,6 +186,6 @@ fn audit(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = decision, encode, audit
+    targets = decision, encode, client_parse, audit
 }
 criterion_main!(benches);

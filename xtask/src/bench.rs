@@ -200,6 +200,13 @@ pub(crate) fn bench(with_peers: bool) -> Result<()> {
         human(estimate(&root, "encode_read_result/64KiB")?),
         human(estimate(&root, "encode_read_result/1MiB")?)
     );
+    println!(
+        "\nOne 1 MiB answer parsed by the stdio rows' client (`client_parse`): rmcp {} for `resources/read`'s, {} for `read_mcp_resource`'s; the same bytes as a plain `serde_json::Value` {} and {}\n",
+        human(estimate(&root, "client_parse/rmcp/read_answer_1MiB")?),
+        human(estimate(&root, "client_parse/rmcp/tool_answer_1MiB")?),
+        human(estimate(&root, "client_parse/value/read_answer_1MiB")?),
+        human(estimate(&root, "client_parse/value/tool_answer_1MiB")?)
+    );
     println!("\n### Bearer token checks (median, key set in memory)\n");
     println!(
         "| ES256, first check | EdDSA, first check | ES256, remembered | EdDSA, remembered | expired, refused | other audience, refused |"
