@@ -72,30 +72,34 @@ impl ResourceService {
             }
         }
         let kept = if caching && let Some(this) = self.owned() {
-            let (u, k, r) = (upstream.clone(), key.clone(), request.clone());
             self.content_flights
                 .run(
                     (key.clone(), request.principal.clone()),
-                    move || async move {
-                        // The flight before this one may have cached it since this caller
-                        // looked: then it is served from there, not fetched again.
-                        let checked = ReadRequest {
-                            validate_checksum: true,
-                            ..r
-                        };
-                        let now = this.clock.now();
-                        if let Some(hit) = this
-                            .usable(&k, this.cache.get(&k, now).await, &checked)
-                            .await
-                        {
-                            return Ok(Arc::new(Kept {
-                                cache: entry_hint(&hit, now),
-                                content: hit.content,
-                                version: hit.version,
-                                cached_at: Some(hit.cached_at),
-                            }));
+                    || {
+                        // Copies for the caller that starts the flight only: in a burst of
+                        // misses most callers join one.
+                        let (u, k, r) = (upstream.clone(), key.clone(), request.clone());
+                        async move {
+                            // The flight before this one may have cached it since this caller
+                            // looked: then it is served from there, not fetched again.
+                            let checked = ReadRequest {
+                                validate_checksum: true,
+                                ..r
+                            };
+                            let now = this.clock.now();
+                            if let Some(hit) = this
+                                .usable(&k, this.cache.get(&k, now).await, &checked)
+                                .await
+                            {
+                                return Ok(Arc::new(Kept {
+                                    cache: entry_hint(&hit, now),
+                                    content: hit.content,
+                                    version: hit.version,
+                                    cached_at: Some(hit.cached_at),
+                                }));
+                            }
+                            this.fetch_and_keep(&u, &k, &checked.principal).await
                         }
-                        this.fetch_and_keep(&u, &k, &checked.principal).await
                     },
                     || Err(Error::internal()),
                 )
