@@ -151,6 +151,18 @@ fn client_parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("client_parse");
     for (label, answer) in [("read_answer_1MiB", read), ("tool_answer_1MiB", tool)] {
         let bytes = serde_json::to_vec(&answer).unwrap();
+        // What is timed is rmcp taking each answer for what it is, not for another result type.
+        let rmcp::model::JsonRpcMessage::Response(parsed) =
+            serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(&bytes).unwrap()
+        else {
+            panic!("{label} is not a response");
+        };
+        let expected = match parsed.result {
+            rmcp::model::ServerResult::ReadResourceResult(_) => "read_answer_1MiB",
+            rmcp::model::ServerResult::CallToolResult(_) => "tool_answer_1MiB",
+            _ => "another result",
+        };
+        assert_eq!(expected, label);
         group.bench_with_input(BenchmarkId::new("rmcp", label), &bytes, |b, bytes| {
             b.iter(|| serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(bytes).unwrap());
         });
