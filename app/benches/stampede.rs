@@ -4,7 +4,8 @@
 //! very first burst is reported apart (`first_*`): it also pays for the runtime's and the
 //! allocator's first growth (page faults for 10,000 tasks), which is not a cache's doing.
 //! The upstream is the fixture over streamable HTTP on loopback, which counts the reads that
-//! reach it. Prints one JSON line; `cargo xtask bench` runs it.
+//! reach it; the store is a SQLite file, as by default. Prints one JSON line; `cargo xtask
+//! bench` runs it.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -32,8 +33,10 @@ fn main() {
         )
         .await
         .unwrap();
+        // The embedded default: versions in a SQLite file.
+        let dir = tempfile::tempdir().unwrap();
         let mut config = Settings::defaults();
-        config.store_path = None;
+        config.store_path = Some(dir.path().join("quarry.db"));
         config.servers = vec![ServerSettings::new(ServerSpec::new(
             ServerName::parse("notes").unwrap(),
             Endpoint::Http {

@@ -3,9 +3,9 @@
 //! sqlx runs each SQLite connection on a thread of its own, so every statement is a hand-off
 //! there and back: about 50 µs on the two-core machines the benchmarks run on, where the
 //! statement itself (an audit record's INSERT, committed to the write-ahead log) takes about
-//! 20. The writes a request waits for and that fit in one statement go through this
-//! connection instead, under the write turn (`SqliteStore::write_turn`), so they never meet
-//! each other.
+//! 20. The writes a request waits for and that are small (an audit record in one statement,
+//! a version of a few KiB in one transaction) go through this connection instead, under the
+//! write turn (`SqliteStore::write_turn`), so they never meet each other.
 //!
 //! A second connection, the [`Reader`], answers the reads a request waits for that fit in
 //! one statement (is this content the resource's latest version?) on the caller's thread too,
@@ -71,15 +71,34 @@ impl Direct {
     /// Runs one statement (its own transaction), prepared once per connection.
     pub(crate) fn execute(&mut self, sql: &str, params: impl Params) -> rusqlite::Result<Executed> {
         let rows = self.conn.prepare_cached(sql)?.execute(params)?;
-        self.commits += 1;
-        let checkpoint_due = self.commits >= CHECKPOINT_EVERY;
-        if checkpoint_due {
-            self.commits = 0;
-        }
         Ok(Executed {
             rows,
-            checkpoint_due,
+            checkpoint_due: self.committed(),
         })
+    }
+
+    /// Runs `work` in one `IMMEDIATE` transaction (the write lock from its start), committed
+    /// when it succeeds and rolled back otherwise; with whether a checkpoint is due.
+    pub(crate) fn transaction<T>(
+        &mut self,
+        work: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<(T, bool)> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let done = work(&tx)?;
+        tx.commit()?;
+        Ok((done, self.committed()))
+    }
+
+    /// Counts a commit: whether the log has grown enough to be checkpointed.
+    fn committed(&mut self) -> bool {
+        self.commits += 1;
+        let due = self.commits >= CHECKPOINT_EVERY;
+        if due {
+            self.commits = 0;
+        }
+        due
     }
 }
 

@@ -7,7 +7,7 @@ use quarry_testkit::contract::versions::{at, digest_of, key, text};
 use super::*;
 
 /// A store in a file of a directory of its own (kept while the directory is).
-async fn file_store() -> (tempfile::TempDir, SqliteStore) {
+pub(crate) async fn file_store() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("q.db"), Retention::default())
         .await
@@ -76,84 +76,6 @@ async fn the_process_writers_take_turns_rather_than_meet_on_the_lock() {
     while let Some(written) = writes.join_next().await {
         written.unwrap().unwrap();
     }
-}
-
-/// Seeing the latest content again writes nothing: it needs no write lock, so it is answered
-/// while another process holds the file's, where a new content waits and then gives up.
-#[tokio::test]
-async fn an_unchanged_sighting_needs_no_write_lock() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("q.db");
-    let store = SqliteStore::open_waiting(&path, Retention::default(), Duration::from_millis(200))
-        .await
-        .unwrap();
-    let k = key("file:///a");
-    let first = store
-        .record(&k, digest_of("one"), &text("one"), at(0))
-        .await
-        .unwrap();
-    // Another process takes the file's write lock and keeps it.
-    let other = rusqlite::Connection::open(&path).unwrap();
-    other.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let again = store
-        .record(&k, digest_of("one"), &text("one"), at(1))
-        .await
-        .expect("an unchanged sighting waited for the write lock");
-    assert_eq!(again.version, first.version);
-    assert!(!again.is_new);
-    assert!(
-        store
-            .record(&k, digest_of("two"), &text("two"), at(2))
-            .await
-            .is_err(),
-        "a new content was recorded without the write lock"
-    );
-    other.execute_batch("ROLLBACK").unwrap();
-    let second = store
-        .record(&k, digest_of("two"), &text("two"), at(3))
-        .await
-        .unwrap();
-    assert_eq!(second.version.version, "v2");
-    // The first content is no longer the latest: seeing it again is a write again.
-    let back = store
-        .record(&k, digest_of("one"), &text("one"), at(4))
-        .await
-        .unwrap();
-    assert_eq!(back.version, first.version);
-    assert_eq!(
-        store.history(&k).await.unwrap().len(),
-        2,
-        "no version was added by seeing one again"
-    );
-}
-
-// An unchanged sighting is one statement on the caller's thread: it is answered while every
-// pooled connection is taken (the pool would make it wait for one).
-#[tokio::test]
-async fn an_unchanged_sighting_needs_no_pooled_connection() {
-    let (_dir, store) = file_store().await;
-    let k = key("file:///a");
-    let first = store
-        .record(&k, digest_of("one"), &text("one"), at(0))
-        .await
-        .unwrap();
-    let mut held = Vec::new();
-    while let Ok(Ok(conn)) =
-        tokio::time::timeout(Duration::from_millis(200), store.pool.acquire()).await
-    {
-        held.push(conn);
-    }
-    assert!(!held.is_empty(), "the pool gave no connection at all");
-    let again = tokio::time::timeout(
-        Duration::from_secs(5),
-        store.record(&k, digest_of("one"), &text("one"), at(1)),
-    )
-    .await
-    .expect("the sighting waited for a pooled connection")
-    .unwrap();
-    assert_eq!(again.version, first.version);
-    assert!(!again.is_new);
-    drop(held);
 }
 
 #[tokio::test]

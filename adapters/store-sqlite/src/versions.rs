@@ -5,12 +5,22 @@
 
 use async_trait::async_trait;
 use quarry_domain::{
-    Body, Content, Digest, ResourceVersion, ServerName, Timestamp, VersionNumber, VersionSelector,
+    Body, Content, Digest, ResourceVersion, Retention, ServerName, Timestamp, VersionNumber,
+    VersionSelector,
 };
 use quarry_ports::{Recorded, ResourceKey, StoreError, VersionStore, VersionSummary};
 use sqlx::{Row, SqliteConnection};
 
 use crate::{SqliteStore, corrupt, failed, from_micros, micros};
+
+mod here;
+#[cfg(test)]
+mod tests;
+
+/// Contents up to this size are recorded on the caller's thread (`versions/here.rs`): a few
+/// pages of the write-ahead log. A larger one is written by a pooled connection on its own
+/// thread, so that no runtime thread is held while its pages are copied.
+const RECORDED_HERE_MAX: u64 = 64 * 1024;
 
 fn number_of(n: i64) -> Result<VersionNumber, StoreError> {
     u32::try_from(n)
@@ -64,6 +74,75 @@ fn content_of(row: &sqlx::sqlite::SqliteRow) -> Result<Option<Content>, StoreErr
     Ok(Some(Content { mime_type, body }))
 }
 
+/// What a write needs, in one statement: the next sighting number, the resource's newest
+/// version number, and the version with this digest if there is one (`?1` server, `?2` URI,
+/// `?3` digest).
+const LOOKUP: &str = "SELECT (SELECT COALESCE(MAX(seen_seq), 0) + 1 FROM resource_versions) AS seq,
+        (SELECT COALESCE(MAX(number), 0) FROM resource_versions
+         WHERE server = ?1 AND uri = ?2) AS newest,
+        v.number, v.digest, v.size, v.created_at
+ FROM (SELECT 1) LEFT JOIN resource_versions v
+      ON v.server = ?1 AND v.uri = ?2 AND v.digest = ?3";
+
+/// A content seen again becomes the latest, its bytes back if retention had dropped them
+/// (`?1` sighting, `?2` content, `?3` server, `?4` URI, `?5` number).
+const SEEN_AGAIN: &str =
+    "UPDATE resource_versions SET seen_seq = ?1, content = COALESCE(content, ?2)
+ WHERE server = ?3 AND uri = ?4 AND number = ?5";
+
+/// A new version, in the columns' order.
+const INSERT: &str = "INSERT INTO resource_versions
+ (server, uri, number, digest, size, mime_type, is_text, content, created_at, seen_seq)
+ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+
+/// The versions of a resource that still hold their content, newest sighting first.
+const KEPT: &str = "SELECT number, size FROM resource_versions
+ WHERE server = ?1 AND uri = ?2 AND content IS NOT NULL ORDER BY seen_seq DESC";
+
+/// Retention dropping one version's content (`?1` server, `?2` URI, `?3` number).
+const DROP_CONTENT: &str =
+    "UPDATE resource_versions SET content = NULL WHERE server = ?1 AND uri = ?2 AND number = ?3";
+
+/// Whether a resource whose newest version was `newest` before this record has more than one
+/// now, so that retention has something to weigh.
+fn retention_applies(newest: i64, is_new: bool) -> bool {
+    newest > 1 || (is_new && newest == 1)
+}
+
+/// The numbers of the versions whose content retention drops, of those that still hold it
+/// (`(number, size)`, newest sighting first): the latest is always kept (a read must be able
+/// to name what it returned), then as many as the count and the bytes allow.
+fn dropped(kept: &[(i64, i64)], retention: Retention) -> Vec<i64> {
+    let mut kept_bytes: u64 = 0;
+    let mut dropped = Vec::new();
+    for (i, &(number, size)) in kept.iter().enumerate() {
+        let size = u64::try_from(size).unwrap_or(u64::MAX);
+        let keep = i == 0 || (i < retention.count as usize && kept_bytes + size <= retention.bytes);
+        if keep {
+            kept_bytes += size;
+        } else {
+            dropped.push(number);
+        }
+    }
+    dropped
+}
+
+/// A new version's description.
+fn new_version(
+    number: i64,
+    digest: Digest,
+    content: &Content,
+    now: Timestamp,
+) -> Result<ResourceVersion, StoreError> {
+    Ok(ResourceVersion {
+        version: number_of(number)?,
+        etag: digest.etag(),
+        created_at: from_micros(micros(now)),
+        size: content.len(),
+        checksum: digest.checksum(),
+    })
+}
+
 impl SqliteStore {
     async fn record_in(
         &self,
@@ -75,71 +154,46 @@ impl SqliteStore {
     ) -> Result<Recorded, StoreError> {
         let server = key.server.as_str();
         let uri = key.upstream_uri.as_str();
-        // One round trip for what the write needs: the next sighting number, the resource's
-        // newest version number, and the version with this digest if there is one.
-        let found = sqlx::query(
-            "SELECT (SELECT COALESCE(MAX(seen_seq), 0) + 1 FROM resource_versions) AS seq,
-                    (SELECT COALESCE(MAX(number), 0) FROM resource_versions
-                     WHERE server = ?1 AND uri = ?2) AS newest,
-                    v.number, v.digest, v.size, v.created_at
-             FROM (SELECT 1) LEFT JOIN resource_versions v
-                  ON v.server = ?1 AND v.uri = ?2 AND v.digest = ?3",
-        )
-        .bind(server)
-        .bind(uri)
-        .bind(&digest.bytes()[..])
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(failed)?;
+        let found = sqlx::query(LOOKUP)
+            .bind(server)
+            .bind(uri)
+            .bind(&digest.bytes()[..])
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(failed)?;
         let seq: i64 = found.try_get("seq").map_err(failed)?;
         let newest: i64 = found.try_get("newest").map_err(failed)?;
         let seen: Option<i64> = found.try_get("number").map_err(failed)?;
         let (version, is_new) = if let Some(number) = seen {
-            // Seen again: it is the latest now, and its content is back if retention had dropped it.
-            sqlx::query(
-                "UPDATE resource_versions SET seen_seq = ?, content = COALESCE(content, ?)
-                 WHERE server = ? AND uri = ? AND number = ?",
-            )
-            .bind(seq)
-            .bind(content.bytes())
-            .bind(server)
-            .bind(uri)
-            .bind(number)
-            .execute(&mut *conn)
-            .await
-            .map_err(failed)?;
+            sqlx::query(SEEN_AGAIN)
+                .bind(seq)
+                .bind(content.bytes())
+                .bind(server)
+                .bind(uri)
+                .bind(number)
+                .execute(&mut *conn)
+                .await
+                .map_err(failed)?;
             (version_of(&found)?.0, false)
         } else {
             let number = newest + 1;
-            sqlx::query(
-                "INSERT INTO resource_versions
-                 (server, uri, number, digest, size, mime_type, is_text, content, created_at, seen_seq)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(server)
-            .bind(uri)
-            .bind(number)
-            .bind(&digest.bytes()[..])
-            .bind(i64::try_from(content.len()).map_err(failed)?)
-            .bind(content.mime_type.as_deref())
-            .bind(content.is_text())
-            .bind(content.bytes())
-            .bind(micros(now))
-            .bind(seq)
-            .execute(&mut *conn)
-            .await
-            .map_err(failed)?;
-            let version = ResourceVersion {
-                version: number_of(number)?,
-                etag: digest.etag(),
-                created_at: from_micros(micros(now)),
-                size: content.len(),
-                checksum: digest.checksum(),
-            };
-            (version, true)
+            sqlx::query(INSERT)
+                .bind(server)
+                .bind(uri)
+                .bind(number)
+                .bind(&digest.bytes()[..])
+                .bind(i64::try_from(content.len()).map_err(failed)?)
+                .bind(content.mime_type.as_deref())
+                .bind(content.is_text())
+                .bind(content.bytes())
+                .bind(micros(now))
+                .bind(seq)
+                .execute(&mut *conn)
+                .await
+                .map_err(failed)?;
+            (new_version(number, digest, content, now)?, true)
         };
-        // A resource with one version keeps it whole: there is nothing for retention to drop.
-        if newest > 1 || (is_new && newest == 1) {
+        if retention_applies(newest, is_new) {
             self.apply_retention(conn, key).await?;
         }
         Ok(Recorded { version, is_new })
@@ -214,28 +268,14 @@ impl SqliteStore {
         conn: &mut SqliteConnection,
         key: &ResourceKey,
     ) -> Result<(), StoreError> {
-        let rows = sqlx::query(
-            "SELECT number, size FROM resource_versions
-             WHERE server = ? AND uri = ? AND content IS NOT NULL ORDER BY seen_seq DESC",
-        )
-        .bind(key.server.as_str())
-        .bind(&key.upstream_uri)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(failed)?;
-        let mut kept_bytes: u64 = 0;
-        for (i, row) in rows.iter().enumerate() {
-            let number: i64 = row.try_get("number").map_err(failed)?;
-            let size =
-                u64::try_from(row.try_get::<i64, _>("size").map_err(failed)?).unwrap_or(u64::MAX);
-            // The latest content is always kept: a read must be able to name what it returned.
-            let keep = i == 0
-                || (i < self.retention.count as usize && kept_bytes + size <= self.retention.bytes);
-            if keep {
-                kept_bytes += size;
-                continue;
-            }
-            sqlx::query("UPDATE resource_versions SET content = NULL WHERE server = ? AND uri = ? AND number = ?")
+        let kept: Vec<(i64, i64)> = sqlx::query_as(KEPT)
+            .bind(key.server.as_str())
+            .bind(&key.upstream_uri)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(failed)?;
+        for number in dropped(&kept, self.retention) {
+            sqlx::query(DROP_CONTENT)
                 .bind(key.server.as_str())
                 .bind(&key.upstream_uri)
                 .bind(number)
@@ -262,7 +302,22 @@ impl VersionStore for SqliteStore {
                 is_new: false,
             });
         }
-        let _turn = self.write_turn().await;
+        let mut turn = self.write_turn().await;
+        if content.len() <= RECORDED_HERE_MAX
+            && let Some(direct) = turn.as_mut()
+        {
+            match here::record(direct, key, digest, content, now, self.retention)? {
+                Ok((recorded, checkpoint_due)) => {
+                    if checkpoint_due {
+                        self.checkpoint_soon();
+                    }
+                    return Ok(recorded);
+                }
+                Err(e) => tracing::debug!(
+                    "recording a version on this thread failed, the pool records it: {e}"
+                ),
+            }
+        }
         let mut conn = self.pool.acquire().await.map_err(failed)?;
         // IMMEDIATE takes the write lock up front, so two recorders cannot both pick number n.
         sqlx::query("BEGIN IMMEDIATE")
