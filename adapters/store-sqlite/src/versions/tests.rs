@@ -68,13 +68,7 @@ async fn an_unchanged_sighting_needs_no_pooled_connection() {
         .record(&k, digest_of("one"), &text("one"), at(0))
         .await
         .unwrap();
-    let mut held = Vec::new();
-    while let Ok(Ok(conn)) =
-        tokio::time::timeout(Duration::from_millis(200), store.pool.acquire()).await
-    {
-        held.push(conn);
-    }
-    assert!(!held.is_empty(), "the pool gave no connection at all");
+    let held = take_the_pool(&store).await;
     let again = tokio::time::timeout(
         Duration::from_secs(5),
         store.record(&k, digest_of("one"), &text("one"), at(1)),
