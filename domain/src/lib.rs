@@ -53,7 +53,7 @@ pub use server::{Endpoint, ServerId, ServerName, ServerSpec, TlsPolicy};
 pub use settings::{ServerDraft, ServerSettings, seconds};
 pub use text::{MAX_MIME_TYPE_LEN, sanitize_label, sanitize_mime_type};
 pub use uri::{ResourceUri, encode_path, has_dot_segment, template_to_gateway};
-pub use version::{Digest, Retention, VersionNumber, VersionSelector};
+pub use version::{Digest, Retention, VersionNumber, VersionSelector, hex_lower};
 
 /// A point in time, always UTC. The domain never reads a clock: callers pass `now`.
 pub type Timestamp = chrono::DateTime<chrono::Utc>;

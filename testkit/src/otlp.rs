@@ -12,6 +12,7 @@ use opentelemetry_proto::tonic::{
     collector::trace::v1::ExportTraceServiceRequest, common::v1::any_value::Value,
 };
 use prost::Message;
+use quarry_domain::hex_lower as hex;
 
 /// One span as the collector received it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,10 +38,6 @@ pub struct Collector {
     pub url: String,
     spans: Arc<Mutex<Vec<CollectedSpan>>>,
     stop: tokio_util::sync::CancellationToken,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn text(value: Option<&Value>) -> String {

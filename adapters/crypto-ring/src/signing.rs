@@ -10,6 +10,7 @@ use std::{
 };
 
 use base64::Engine;
+use quarry_domain::hex_lower;
 use quarry_ports::{AuditSigner, SignError};
 use ring::{
     rand::SystemRandom,
@@ -35,10 +36,6 @@ impl std::fmt::Debug for RingSigner {
             .field("path", &self.path)
             .finish_non_exhaustive()
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
@@ -145,11 +142,11 @@ impl AuditSigner for RingSigner {
     fn key_id(&self) -> Result<String, SignError> {
         let public = self.key()?.public_key().as_ref().to_vec();
         let digest = ring::digest::digest(&ring::digest::SHA256, &public);
-        Ok(format!("ed25519:{}", hex(&digest.as_ref()[..16])))
+        Ok(format!("ed25519:{}", hex_lower(&digest.as_ref()[..16])))
     }
 
     fn sign(&self, material: &[u8]) -> Result<String, SignError> {
-        Ok(hex(self.key()?.sign(material).as_ref()))
+        Ok(hex_lower(self.key()?.sign(material).as_ref()))
     }
 
     fn verify(&self, material: &[u8], key_id: &str, signature: &str) -> Result<(), SignError> {

@@ -73,11 +73,10 @@ impl VaultKey {
         let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
         ctx.update(b"quarry vault key id\0");
         ctx.update(self.0.as_ref());
-        let hex: String = ctx.finish().as_ref()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        format!("k-{hex}")
+        format!(
+            "k-{}",
+            quarry_domain::hex_lower(&ctx.finish().as_ref()[..8])
+        )
     }
 }
 
