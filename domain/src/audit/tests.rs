@@ -1,6 +1,7 @@
 //! The audit trail's canonical JSON, chain material and chain verification, checked.
 
 use super::*;
+use proptest::prelude::*;
 
 /// Not SHA-256, but a digest all the same for the chain's logic (the adapters' tests use
 /// the real one).
@@ -170,4 +171,67 @@ fn every_kind_of_tampering_is_found_and_named() {
         verify_chain(&truncated, start(), digest).map(|v| v.0),
         Ok(4)
     );
+}
+
+/// The entry as a JSON value, written canonically: what `canonical_entry` writes directly.
+fn canonical_through_value(entry: &AuditEntry) -> String {
+    canonical_json(&serde_json::to_value(entry).unwrap())
+}
+
+fn text() -> impl Strategy<Value = String> {
+    // Quotes, backslashes, control characters and non-ASCII among the ordinary.
+    proptest::string::string_regex("[a-z\"\\\\\u{0}-\u{1f}é€😀 /:.-]{0,24}").unwrap()
+}
+
+proptest! {
+    #[test]
+    fn an_entry_written_directly_is_its_value_written_canonically(
+        texts in proptest::collection::vec(text(), 8),
+        optional in proptest::collection::vec(proptest::option::of(text()), 8),
+        numbers in (any::<u64>(), proptest::option::of(any::<u64>()), any::<u32>()),
+        nanos in 0i64..4_000_000_000_000_000_000,
+    ) {
+        let entry = AuditEntry {
+            time: chrono::DateTime::from_timestamp_nanos(nanos),
+            correlation_id: texts[0].clone(),
+            agent: texts[1].clone(),
+            transport: texts[2].clone(),
+            action: texts[3].clone(),
+            input_digest: texts[4].clone(),
+            server: optional[0].clone(),
+            resource_uri: optional[1].clone(),
+            byte_range: optional[2].clone(),
+            decision: texts[5].clone(),
+            explanation: optional[3].clone(),
+            cache_status: optional[4].clone(),
+            result: texts[6].clone(),
+            error_code: optional[5].clone(),
+            latency_us: numbers.0,
+            bytes_returned: numbers.1,
+            mcp_request_id: optional[6].clone(),
+            host_request_id: optional[7].clone(),
+            client_address: texts[7].is_empty().then(|| "127.0.0.1:1".to_owned()),
+            retry_count: numbers.2 % 3,
+        };
+        prop_assert_eq!(canonical_entry(&entry), canonical_through_value(&entry));
+    }
+}
+
+#[test]
+fn every_field_of_an_entry_is_written_directly() {
+    // All optional fields present and the retry count set: a field added to the entry but not
+    // to the direct writer shows here as a difference.
+    let entry = AuditEntry {
+        explanation: Some("why".into()),
+        byte_range: Some("0-9".into()),
+        error_code: Some("E002".into()),
+        mcp_request_id: Some("7".into()),
+        host_request_id: Some("h".into()),
+        client_address: Some("127.0.0.1:9".into()),
+        retry_count: 2,
+        ..entry(1)
+    };
+    let value = serde_json::to_value(&entry).unwrap();
+    assert_eq!(value.as_object().unwrap().len(), 20);
+    assert_eq!(canonical_entry(&entry), canonical_through_value(&entry));
 }
