@@ -35,6 +35,7 @@ use crate::{
 mod auth;
 mod bounds;
 mod guard;
+mod message;
 mod sessions;
 mod tls;
 
@@ -265,10 +266,12 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
         address,
         scopes,
     });
-    if let Some(m) = message.as_ref().filter(|m| m["method"] == "initialize") {
-        request
-            .extensions_mut()
-            .insert(Initialize(m["params"].clone()));
+    // One message, not a batch: what rmcp admits, times and opens a session for.
+    let single = message
+        .filter(|m| !m.batch)
+        .and_then(|m| m.calls.into_iter().next());
+    if let Some(params) = single.as_ref().and_then(|c| c.initialize.clone()) {
+        request.extensions_mut().insert(Initialize(params));
     }
     // A POST is one request and is bounded in time; a GET is a stream the client keeps open.
     // A request waits its turn to enter rmcp, which gives each request it holds its own
@@ -276,12 +279,11 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
     // Not a notification or a response (cheap, and a response may be what a request holding a
     // turn waits for), nor a 2026-07-28 subscription, which stays open as long as its client
     // listens.
-    let admission = message
+    let admission = single
         .as_ref()
-        .filter(|m| m.get("id").is_some() && m["method"].is_string())
-        .filter(|m| m["method"] != "subscriptions/listen")
+        .filter(|c| c.is_request() && c.method.as_deref() != Some("subscriptions/listen"))
         .map(|_| g.admission.clone());
-    let id = message.and_then(|m| m.get("id").cloned());
+    let id = single.and_then(|c| c.id);
     bounds::within(
         next.run(request),
         posted.then_some(g.request_timeout),

@@ -13,9 +13,12 @@ use axum::{
 };
 use quarry_domain::{Principal, Secret};
 use quarry_ports::{BearerRefused, BearerVerifier, ContentHasher};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::refuse;
+use super::{
+    message::{Call, Message},
+    refuse,
+};
 use crate::catalogue::{RESOURCES_SCOPE, required_scope, tool_scopes};
 
 /// The well-known path of protected-resource metadata (RFC 9728 §3).
@@ -230,33 +233,23 @@ impl Authenticator {
     pub(super) fn uncovered(
         &self,
         granted: &BTreeSet<String>,
-        message: &Value,
+        message: &Message,
     ) -> Option<Response> {
-        let needed = self.needed(message);
+        let needed: BTreeSet<String> = message.calls.iter().flat_map(|c| self.needed(c)).collect();
         let missing: Vec<&String> = needed.iter().filter(|s| !granted.contains(*s)).collect();
         (!missing.is_empty()).then(|| self.insufficient(&needed, &missing))
     }
 
     /// What a JSON-RPC message needs: the scopes every request needs, and the tool's (or, for
     /// MCP's own resources methods, the read scope).
-    fn needed(&self, message: &Value) -> BTreeSet<String> {
-        if let Value::Array(batch) = message {
-            return batch.iter().flat_map(|m| self.needed(m)).collect();
-        }
+    fn needed(&self, call: &Call) -> BTreeSet<String> {
         let mut needed: BTreeSet<String> = self
             .oauth
             .iter()
             .flat_map(|o| o.required_scopes.iter().cloned())
             .collect();
-        let method = message
-            .get("method")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let own = match method {
-            "tools/call" => message
-                .pointer("/params/name")
-                .and_then(Value::as_str)
-                .and_then(required_scope),
+        let own = match call.method.as_deref().unwrap_or_default() {
+            "tools/call" => call.tool.as_deref().and_then(required_scope),
             m if m.starts_with("resources/") => Some(RESOURCES_SCOPE),
             _ => None,
         };

@@ -20,14 +20,14 @@ use tokio::{
     time::Instant,
 };
 
-use super::refuse;
+use super::{message::Message, refuse};
 
-/// The request with its body read, and the JSON-RPC message it holds (None when it is not
-/// JSON: rmcp answers that).
+/// The request with its body read, and what the guard needs of the JSON-RPC message it holds
+/// (None when it is not JSON: rmcp answers that).
 pub(super) async fn read_message(
     request: Request,
     max: usize,
-) -> Result<(Request, Option<Value>), Response> {
+) -> Result<(Request, Option<Message>), Response> {
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, max).await else {
         return Err(refuse(
@@ -35,7 +35,7 @@ pub(super) async fn read_message(
             "the request body is larger than http.max_body_kb",
         ));
     };
-    let message = serde_json::from_slice(&bytes).ok();
+    let message = Message::read(&bytes);
     Ok((Request::from_parts(parts, Body::from(bytes)), message))
 }
 
