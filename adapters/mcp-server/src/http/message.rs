@@ -121,7 +121,7 @@ impl View<'_> {
     /// given twice, or not as a string).
     fn call(self) -> Option<Call> {
         let method = self.method.as_deref();
-        let params = self.params.map(RawValue::get);
+        let params = self.params.map(|p| p.get().trim_start());
         let tool = match params.filter(|p| p.starts_with('{')) {
             Some(p) if method == Some("tools/call") => serde_json::from_str::<Named<'_>>(p)
                 .ok()?
@@ -179,6 +179,14 @@ mod tests {
             both(r#" {"id":null,"method":"resources/read","params":{"uri":"mcp://a/b"}}"#).unwrap();
         assert_eq!(read.single().unwrap().id, Some(Value::Null));
         assert!(read.single().unwrap().tool.is_none());
+        let spaced = both(
+            "{ \"id\" : 1 , \"method\" : \"tools/call\" , \"params\" :\r\n { \"name\" : \"remove_mcp_server\" } }",
+        )
+        .unwrap();
+        assert_eq!(
+            spaced.single().unwrap().tool.as_deref(),
+            Some("remove_mcp_server")
+        );
         let read = both(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
         assert!(!read.single().unwrap().is_request());
         let read =
@@ -204,6 +212,7 @@ mod tests {
             r#"{"id":1,"method":"tools/call","params":{"name":["x"]}}"#,
             r#"{"id":1,"method":"tools/call","params":["configure_resource_auth"]}"#,
             r#"{"id":1,"method":"tools/call","params":null}"#,
+            "{ \"id\" : 1 ,\n \"method\" :\t\"tools/call\" , \"params\" :\r\n { \"name\" : \"remove_mcp_server\" } }\n",
             r#"{"jsonrpc":"2.0","id":3,"result":{}}"#,
             r#"[{"id":1,"method":"tools/call","params":{"name":"remove_mcp_server"}},{"method":"x"},5]"#,
             r#"["tools/call"]"#,
