@@ -318,6 +318,7 @@ async fn serve_http(
         max_body_bytes: http.max_body_bytes,
         max_requests_per_agent: http.max_requests_per_agent,
         max_requests_in_flight: http.max_requests_in_flight,
+        max_connections: http.max_connections,
         tls: http.tls.clone(),
         api_keys: http.api_keys.iter().cloned().collect(),
         oauth: match &http.oauth {

@@ -36,6 +36,8 @@ const TECHNOLOGY: &[&str] = &[
     "lru",
     "reqwest",
     "axum",
+    "hyper",
+    "hyper-util",
     "scryer-prolog",
     "ring",
     "rustls",
@@ -77,6 +79,9 @@ const PLACES: &[(&str, &[&str])] = &[
         "axum",
         &["adapters/mcp-server", "adapters/operator-http", "testkit"],
     ),
+    // The HTTP transport's own accept loop, which bounds the connections it serves.
+    ("hyper", &["adapters/mcp-server"]),
+    ("hyper-util", &["adapters/mcp-server"]),
 ];
 
 /// The longest a source file of the app or the use cases may grow.

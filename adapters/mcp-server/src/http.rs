@@ -36,6 +36,7 @@ mod auth;
 mod bounds;
 mod guard;
 mod message;
+mod serve;
 mod sessions;
 mod tls;
 
@@ -75,6 +76,9 @@ pub struct HttpOptions {
     /// Requests handed to the MCP layer at once, across agents: more wait their turn (within
     /// `request_timeout`), holding no more than their connection and their body meanwhile.
     pub max_requests_in_flight: usize,
+    /// Connections served at once: past it, a new connection waits its turn, and meanwhile every
+    /// connection served closes after its current exchange (`http/serve.rs`).
+    pub max_connections: usize,
     /// HTTPS: the certificate chain and the private key (PEM files); none serves plain HTTP.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// API keys by the SHA-256 (lowercase hex) of the key, and the agent each names. With none
@@ -294,36 +298,6 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
     .await
 }
 
-/// Serves `$router` on `$listener` until `$stop`: no new connections then; requests in flight
-/// are answered; sessions (and the event streams that wait on them) end once those are done or
-/// after the drain time (`$ended`). A macro: the two listeners' futures have no common name.
-macro_rules! run {
-    ($listener:expr, $router:expr, $stop:expr, $ended:expr) => {{
-        let (stop, ended): (CancellationToken, CancellationToken) = ($stop, $ended);
-        let until = stop.clone();
-        let router: Router = $router;
-        async move {
-            let serving = axum::serve(
-                $listener,
-                router.into_make_service_with_connect_info::<Peer>(),
-            )
-            .with_graceful_shutdown(async move { until.cancelled().await })
-            .into_future();
-            tokio::pin!(serving);
-            tokio::select! {
-                done = &mut serving => done,
-                () = async {
-                    stop.cancelled().await;
-                    tokio::time::sleep(DRAIN).await;
-                } => {
-                    ended.cancel();
-                    serving.await
-                }
-            }
-        }
-    }};
-}
-
 /// Serves MCP at `/mcp` on `http.addr`, each caller through its gateway among `agents` (the
 /// default agent, `options.principal`, when no API keys are configured), and `extra` (the
 /// operator's routes) beside it, behind the same guards.
@@ -401,13 +375,22 @@ pub async fn serve_http(
         Some(config) => {
             let listener =
                 TlsListener::new(listener, config, stop.clone()).map_err(|e| e.to_string())?;
-            tokio::spawn(run!(listener, router, stop.clone(), ended))
+            tokio::spawn(serve::serve(
+                listener,
+                router,
+                http.max_connections,
+                stop.clone(),
+                ended,
+                DRAIN,
+            ))
         }
-        None => tokio::spawn(run!(
+        None => tokio::spawn(serve::serve(
             tls::PlainListener(listener),
             router,
+            http.max_connections,
             stop.clone(),
-            ended
+            ended,
+            DRAIN,
         )),
     };
     tracing::info!(%addr, "serving MCP over streamable HTTP at /mcp");

@@ -22,6 +22,7 @@ pub(super) struct HttpSection {
     max_body_kb: Option<usize>,
     max_requests_per_agent: Option<usize>,
     max_requests_in_flight: Option<usize>,
+    max_connections: Option<usize>,
     tls_cert_file: Option<std::path::PathBuf>,
     tls_key_file: Option<std::path::PathBuf>,
     request_timeout_seconds: Option<u64>,
@@ -50,6 +51,9 @@ pub struct HttpSettings {
     pub max_requests_per_agent: usize,
     /// Requests handled at once across all agents; more wait their turn.
     pub max_requests_in_flight: usize,
+    /// Connections served at once; more wait their turn, and meanwhile those served close after
+    /// their current exchange.
+    pub max_connections: usize,
     /// HTTPS: the certificate chain and private key files (PEM); none: plain HTTP.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// The longest a request may take, to the end of its answer.
@@ -104,6 +108,12 @@ impl HttpSection {
                 "http.max_requests_in_flight must be between 1 and 100000",
             ));
         }
+        let connections = self.max_connections.unwrap_or(1024);
+        if !(1..=100_000).contains(&connections) {
+            return Err(Error::invalid(
+                "http.max_connections must be between 1 and 100000",
+            ));
+        }
         let timeout = self.request_timeout_seconds.unwrap_or(300);
         if !(1..=3600).contains(&timeout) {
             return Err(Error::invalid(
@@ -154,6 +164,7 @@ impl HttpSection {
             max_body_bytes: body_kb * 1024,
             max_requests_per_agent: per_agent,
             max_requests_in_flight: in_flight,
+            max_connections: connections,
             tls,
             request_timeout: Duration::from_secs(timeout),
             api_keys,

@@ -235,6 +235,10 @@ fn resource_server_mistakes_are_named_precisely() {
             "[http]\nmax_requests_in_flight = 0\n".to_owned(),
             "http.max_requests_in_flight must be between 1 and 100000",
         ),
+        (
+            "[http]\nmax_connections = 0\n".to_owned(),
+            "http.max_connections must be between 1 and 100000",
+        ),
     ];
     for (text, expected) in cases {
         let e = load_text(&text).unwrap_err();

@@ -18,6 +18,7 @@ mod http;
 mod http_admission;
 mod http_agents;
 mod http_bounds;
+mod http_connections;
 mod inputs;
 mod logs;
 mod oauth;

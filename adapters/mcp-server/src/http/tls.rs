@@ -4,10 +4,7 @@
 
 use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
 
-use axum::{
-    extract::connect_info::Connected,
-    serve::{IncomingStream, Listener},
-};
+use axum::serve::Listener;
 use rustls::{
     ServerConfig,
     pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
@@ -126,17 +123,5 @@ impl Listener for PlainListener {
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         Listener::local_addr(&self.0)
-    }
-}
-
-impl Connected<IncomingStream<'_, PlainListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, PlainListener>) -> Self {
-        Self(*stream.remote_addr())
-    }
-}
-
-impl Connected<IncomingStream<'_, TlsListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
-        Self(*stream.remote_addr())
     }
 }
