@@ -315,9 +315,8 @@ pub async fn serve_http(
         Some((cert, key)) => Some(tls::server_config(cert, key)?),
         None => None,
     };
-    let listener = tokio::net::TcpListener::bind(http.addr)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", http.addr))?;
+    let listener =
+        serve::listen(http.addr).map_err(|e| format!("cannot listen on {}: {e}", http.addr))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let stop = CancellationToken::new();
     let ended = CancellationToken::new();

@@ -38,6 +38,27 @@ const HEADER_READ: Duration = Duration::from_secs(30);
 /// Accepted connections that may wait for a turn; past this many, a new one is closed at once.
 const MAX_WAITING: usize = 65_536;
 
+/// Connections the kernel completes and holds for the accept loop (capped by the system's
+/// `net.core.somaxconn`). Past it, a client's connection attempt is dropped and retried a second
+/// later, so a burst of clients reconnecting at once (say, after their idle connections were
+/// closed to make room) needs more than the 1,024 a listener gets by default.
+const BACKLOG: u32 = 4096;
+
+/// A listener on `addr` (`SO_REUSEADDR`, as tokio's own bind sets it) with [`BACKLOG`].
+///
+/// # Errors
+/// When the address cannot be bound.
+pub(crate) fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
 /// Serves `router` on `listener`, at most `max_connections` connections at once, until `stop`:
 /// then no new connection is taken, those waiting are closed, and each served is asked to close
 /// after its current exchange. Once they have all closed, or `drain` after `stop` (when `ended`
