@@ -321,3 +321,44 @@ async fn tr_8_more_clients_than_connections_are_all_answered() {
         held.push(client);
     }
 }
+
+// traces: TR-8 — a client that opens a connection and stalls halfway through its request head
+// does not keep its place: past 30 s it is closed, and the client waiting behind it is served.
+#[tokio::test(flavor = "multi_thread")]
+async fn tr_8_a_connection_stalled_in_its_head_does_not_keep_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = http_fixture("notes", 2).await;
+    let config = format!(
+        "{}[http]\nmax_connections = 1\n",
+        http_server("notes", &notes.url)
+    );
+    let gw = served(dir.path(), &config, &[]).await;
+    let mut stalled = Client::connect(gw.addr).await;
+    let part = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n",
+        gw.addr.port()
+    );
+    stalled.stream.write_all(part.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let mut waiting = Client::connect(gw.addr).await;
+    let read = read_request(gw.addr, "mcp://notes/fixture_3A//item/1");
+    let answer = tokio::time::timeout(Duration::from_secs(45), waiting.send(&read))
+        .await
+        .expect("the waiting client was served once the stalled one's time was up");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(answer.body.contains("\"contents\""), "{answer:?}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(20),
+        "served after {:?}: the stalled connection did not hold the only place",
+        started.elapsed()
+    );
+    // The stalled connection was closed (an answer saying so, if any, then the end).
+    let mut rest = Vec::new();
+    let ended = tokio::time::timeout(
+        Duration::from_secs(5),
+        stalled.stream.read_to_end(&mut rest),
+    )
+    .await;
+    assert!(ended.is_ok(), "the stalled connection is still open");
+}
