@@ -9,6 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use quarry_testkit::fixture::HttpFixture;
 use serde_json::json;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -17,10 +18,37 @@ use tokio::{
 
 use crate::{
     eras::{MODERN, meta},
-    http::served,
+    http::{Served, served},
     http_bounds::slow_fixture,
     support::{http_fixture, http_server},
 };
+
+/// `quarry serve --http` with `http.max_connections = max` over the fixture `notes` (the slow
+/// one, whose `fixture://slow` takes 700 ms, with `slow`), and what must outlive it.
+struct Bounded {
+    served: Served,
+    _notes: HttpFixture,
+    _dir: tempfile::TempDir,
+}
+
+async fn bounded(max: usize, slow: bool) -> Bounded {
+    let notes = if slow {
+        slow_fixture().await
+    } else {
+        http_fixture("notes", 2).await
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}[http]\nmax_connections = {max}\n",
+        http_server("notes", &notes.url)
+    );
+    let served = served(dir.path(), &config, &[]).await;
+    Bounded {
+        served,
+        _notes: notes,
+        _dir: dir,
+    }
+}
 
 /// A stateless 2026-07-28 `resources/read` of `uri`, as one HTTP/1.1 keep-alive request.
 fn read_request(addr: SocketAddr, uri: &str) -> String {
@@ -149,17 +177,11 @@ impl Client {
 // and the idle two are closed to make room.
 #[tokio::test(flavor = "multi_thread")]
 async fn tr_8_idle_connections_make_room_for_waiting_ones() {
-    let dir = tempfile::tempdir().unwrap();
-    let notes = http_fixture("notes", 2).await;
-    let config = format!(
-        "{}[http]\nmax_connections = 2\n",
-        http_server("notes", &notes.url)
-    );
-    let gw = served(dir.path(), &config, &[]).await;
-    let read = read_request(gw.addr, "mcp://notes/fixture_3A//item/1");
+    let gw = bounded(2, false).await;
+    let read = read_request(gw.served.addr, "mcp://notes/fixture_3A//item/1");
     let (mut a, mut b) = (
-        Client::connect(gw.addr).await,
-        Client::connect(gw.addr).await,
+        Client::connect(gw.served.addr).await,
+        Client::connect(gw.served.addr).await,
     );
     for client in [&mut a, &mut b] {
         let answer = client.exchange(&read).await.expect("answered");
@@ -167,8 +189,8 @@ async fn tr_8_idle_connections_make_room_for_waiting_ones() {
         assert!(!answer.head.contains("connection: close"), "{answer:?}");
     }
     let (mut c, mut d) = (
-        Client::connect(gw.addr).await,
-        Client::connect(gw.addr).await,
+        Client::connect(gw.served.addr).await,
+        Client::connect(gw.served.addr).await,
     );
     let (for_c, for_d) = tokio::time::timeout(Duration::from_secs(10), async {
         tokio::join!(c.exchange(&read), d.exchange(&read))
@@ -195,16 +217,10 @@ async fn tr_8_idle_connections_make_room_for_waiting_ones() {
 // after it.
 #[tokio::test(flavor = "multi_thread")]
 async fn tr_8_a_busy_connection_finishes_its_exchange_before_making_room() {
-    let notes = slow_fixture().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = format!(
-        "{}[http]\nmax_connections = 1\n",
-        http_server("notes", &notes.url)
-    );
-    let gw = served(dir.path(), &config, &[]).await;
-    let slow = read_request(gw.addr, "mcp://notes/fixture_3A//slow");
-    let quick = read_request(gw.addr, "mcp://notes/fixture_3A//item/1");
-    let mut busy = Client::connect(gw.addr).await;
+    let gw = bounded(1, true).await;
+    let slow = read_request(gw.served.addr, "mcp://notes/fixture_3A//slow");
+    let quick = read_request(gw.served.addr, "mcp://notes/fixture_3A//item/1");
+    let mut busy = Client::connect(gw.served.addr).await;
     let (slow_answer, quick_answer) = tokio::join!(
         async {
             let answer = busy.exchange(&slow).await.expect("answered");
@@ -212,7 +228,7 @@ async fn tr_8_a_busy_connection_finishes_its_exchange_before_making_room() {
         },
         async {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            let mut waiting = Client::connect(gw.addr).await;
+            let mut waiting = Client::connect(gw.served.addr).await;
             let answer = waiting.send(&quick).await;
             (answer, Instant::now())
         },
@@ -242,21 +258,15 @@ async fn tr_8_a_busy_connection_finishes_its_exchange_before_making_room() {
 // is closed to make room, not closed unread.
 #[tokio::test(flavor = "multi_thread")]
 async fn tr_8_a_connection_let_in_while_others_wait_is_served_its_first_request() {
-    let notes = slow_fixture().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = format!(
-        "{}[http]\nmax_connections = 1\n",
-        http_server("notes", &notes.url)
-    );
-    let gw = served(dir.path(), &config, &[]).await;
-    let slow = read_request(gw.addr, "mcp://notes/fixture_3A//slow");
-    let quick = read_request(gw.addr, "mcp://notes/fixture_3A//item/1");
-    let mut busy = Client::connect(gw.addr).await;
+    let gw = bounded(1, true).await;
+    let slow = read_request(gw.served.addr, "mcp://notes/fixture_3A//slow");
+    let quick = read_request(gw.served.addr, "mcp://notes/fixture_3A//item/1");
+    let mut busy = Client::connect(gw.served.addr).await;
     let (held, (mut first, mut second)) = tokio::join!(busy.exchange(&slow), async {
         tokio::time::sleep(Duration::from_millis(200)).await;
         (
-            Client::connect(gw.addr).await,
-            Client::connect(gw.addr).await,
+            Client::connect(gw.served.addr).await,
+            Client::connect(gw.served.addr).await,
         )
     });
     assert_eq!(held.expect("answered").status, 200);
@@ -281,16 +291,10 @@ async fn tr_8_a_connection_let_in_while_others_wait_is_served_its_first_request(
 #[tokio::test(flavor = "multi_thread")]
 async fn tr_8_more_clients_than_connections_are_all_answered() {
     const CLIENTS: usize = 64;
-    let dir = tempfile::tempdir().unwrap();
-    let notes = http_fixture("notes", 2).await;
-    let config = format!(
-        "{}[http]\nmax_connections = 4\n",
-        http_server("notes", &notes.url)
-    );
-    let gw = served(dir.path(), &config, &[]).await;
+    let gw = bounded(4, false).await;
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
-        clients.push(Client::connect(gw.addr).await);
+        clients.push(Client::connect(gw.served.addr).await);
     }
     let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(CLIENTS));
     let tasks: Vec<_> = clients
@@ -299,7 +303,7 @@ async fn tr_8_more_clients_than_connections_are_all_answered() {
         .map(|(i, mut client)| {
             let barrier = barrier.clone();
             let read = read_request(
-                gw.addr,
+                gw.served.addr,
                 &format!("mcp://notes/fixture_3A//item/{}", 1 + i % 2),
             );
             tokio::spawn(async move {
@@ -326,23 +330,17 @@ async fn tr_8_more_clients_than_connections_are_all_answered() {
 // does not keep its place: past 30 s it is closed, and the client waiting behind it is served.
 #[tokio::test(flavor = "multi_thread")]
 async fn tr_8_a_connection_stalled_in_its_head_does_not_keep_its_place() {
-    let dir = tempfile::tempdir().unwrap();
-    let notes = http_fixture("notes", 2).await;
-    let config = format!(
-        "{}[http]\nmax_connections = 1\n",
-        http_server("notes", &notes.url)
-    );
-    let gw = served(dir.path(), &config, &[]).await;
-    let mut stalled = Client::connect(gw.addr).await;
+    let gw = bounded(1, false).await;
+    let mut stalled = Client::connect(gw.served.addr).await;
     let part = format!(
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n",
-        gw.addr.port()
+        gw.served.addr.port()
     );
     stalled.stream.write_all(part.as_bytes()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
-    let mut waiting = Client::connect(gw.addr).await;
-    let read = read_request(gw.addr, "mcp://notes/fixture_3A//item/1");
+    let mut waiting = Client::connect(gw.served.addr).await;
+    let read = read_request(gw.served.addr, "mcp://notes/fixture_3A//item/1");
     let answer = tokio::time::timeout(Duration::from_secs(45), waiting.send(&read))
         .await
         .expect("the waiting client was served once the stalled one's time was up");
