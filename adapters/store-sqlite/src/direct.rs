@@ -91,6 +91,12 @@ impl Direct {
         Ok((done, self.committed()))
     }
 
+    /// Commits made since the last checkpoint was asked for.
+    #[cfg(test)]
+    pub(crate) fn commits(&self) -> u32 {
+        self.commits
+    }
+
     /// Counts a commit: whether the log has grown enough to be checkpointed.
     fn committed(&mut self) -> bool {
         self.commits += 1;

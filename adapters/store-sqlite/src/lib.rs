@@ -34,6 +34,8 @@ pub struct SqliteStore {
     writer: std::sync::Arc<tokio::sync::Mutex<Option<Direct>>>,
     /// For a file, the connection single-statement reads may use on their own thread.
     reader: std::sync::Arc<std::sync::Mutex<Option<Reader>>>,
+    /// Versions waiting to be recorded together (`versions/together.rs`).
+    versions_queued: std::sync::Arc<std::sync::Mutex<versions::Queue>>,
 }
 
 pub use audit::SqliteAudit;
@@ -128,6 +130,7 @@ impl SqliteStore {
             retention,
             writer: std::sync::Arc::default(),
             reader: std::sync::Arc::default(),
+            versions_queued: std::sync::Arc::default(),
         })
     }
 

@@ -1,7 +1,8 @@
 //! The version history in the SQLite file: each distinct content of a resource numbered in
 //! order, its sightings ordered store-wide, retention dropping old contents' bytes. A content
 //! seen again while it is the latest is answered from one read; anything else is written in
-//! one `IMMEDIATE` transaction under the process's write turn.
+//! an `IMMEDIATE` transaction under the process's write turn, together with the other
+//! contents queued for it meanwhile (`versions/together.rs`).
 
 use async_trait::async_trait;
 use quarry_domain::{
@@ -16,6 +17,18 @@ use crate::{SqliteStore, corrupt, failed, from_micros, micros};
 mod here;
 #[cfg(test)]
 mod tests;
+mod together;
+
+pub(crate) use together::Queue;
+
+/// A fetched content to record as a version of its resource.
+#[derive(Debug)]
+pub(crate) struct Sighting {
+    key: ResourceKey,
+    digest: Digest,
+    content: Content,
+    now: Timestamp,
+}
 
 /// Contents up to this size are recorded on the caller's thread (`versions/here.rs`): a few
 /// pages of the write-ahead log. A larger one is written by a pooled connection on its own
@@ -262,6 +275,27 @@ impl SqliteStore {
         rows.iter().map(|r| version_of(r).map(|(v, _)| v)).collect()
     }
 
+    /// Records a content through a pooled connection, in a transaction of its own; the caller
+    /// holds the write turn.
+    async fn record_pooled(
+        &self,
+        key: &ResourceKey,
+        digest: Digest,
+        content: &Content,
+        now: Timestamp,
+    ) -> Result<Recorded, StoreError> {
+        let mut conn = self.pool.acquire().await.map_err(failed)?;
+        // IMMEDIATE takes the write lock up front, so two recorders cannot both pick number n.
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *conn)
+            .await
+            .map_err(failed)?;
+        let result = self.record_in(&mut conn, key, digest, content, now).await;
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        sqlx::query(end).execute(&mut *conn).await.map_err(failed)?;
+        result
+    }
+
     /// Drops the content of versions beyond the retention limits, newest kept first.
     async fn apply_retention(
         &self,
@@ -302,32 +336,17 @@ impl VersionStore for SqliteStore {
                 is_new: false,
             });
         }
-        let mut turn = self.write_turn().await;
-        if content.len() <= RECORDED_HERE_MAX
-            && let Some(direct) = turn.as_mut()
-        {
-            match here::record(direct, key, digest, content, now, self.retention)? {
-                Ok((recorded, checkpoint_due)) => {
-                    if checkpoint_due {
-                        self.checkpoint_soon();
-                    }
-                    return Ok(recorded);
-                }
-                Err(e) => tracing::debug!(
-                    "recording a version on this thread failed, the pool records it: {e}"
-                ),
-            }
+        if content.len() <= RECORDED_HERE_MAX {
+            let sighting = Sighting {
+                key: key.clone(),
+                digest,
+                content: content.clone(),
+                now,
+            };
+            return self.record_together(sighting).await;
         }
-        let mut conn = self.pool.acquire().await.map_err(failed)?;
-        // IMMEDIATE takes the write lock up front, so two recorders cannot both pick number n.
-        sqlx::query("BEGIN IMMEDIATE")
-            .execute(&mut *conn)
-            .await
-            .map_err(failed)?;
-        let result = self.record_in(&mut conn, key, digest, content, now).await;
-        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-        sqlx::query(end).execute(&mut *conn).await.map_err(failed)?;
-        result
+        let _turn = self.write_turn().await;
+        self.record_pooled(key, digest, content, now).await
     }
 
     async fn find(

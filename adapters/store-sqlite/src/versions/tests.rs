@@ -166,3 +166,137 @@ async fn a_new_version_waits_for_another_process_holding_the_lock() {
     assert_eq!(recorded.version.version, "v1");
     assert_eq!(store.history(&k).await.unwrap().len(), 1);
 }
+
+/// Waits until `n` sightings are queued for the write turn.
+async fn queued(store: &SqliteStore, n: usize) {
+    for _ in 0..1000 {
+        if store.queue().0.len() == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the sightings did not queue for the write turn");
+}
+
+/// Starts recording `body` as a content of `uri` and waits until it is queued behind the
+/// `already` queued before it, so that the queue's order is the order of the calls.
+async fn queue_one(
+    store: &SqliteStore,
+    uri: &str,
+    body: &str,
+    already: usize,
+) -> tokio::task::JoinHandle<Result<quarry_ports::Recorded, quarry_ports::StoreError>> {
+    let (store2, k, body) = (store.clone(), key(uri), body.to_owned());
+    let handle = tokio::spawn(async move {
+        store2
+            .record(&k, digest_of(&body), &text(&body), at(already as i64))
+            .await
+    });
+    queued(store, already + 1).await;
+    handle
+}
+
+// New contents that come while the write turn is taken are recorded together, in one commit,
+// each in the order it came: a later sighting of a resource sees an earlier one of the same
+// batch (three contents of one resource numbered in order, the first seen again), and every
+// caller gets its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sightings_that_wait_for_the_turn_are_recorded_in_one_commit() {
+    let (_dir, store) = file_store().await;
+    let turn = store.write_turn().await;
+    let before = turn.as_ref().unwrap().commits();
+    let mut calls = Vec::new();
+    for i in 0..40 {
+        calls.push(queue_one(&store, &format!("file:///r{i}"), "same", calls.len()).await);
+    }
+    for body in ["one", "two", "three", "one"] {
+        calls.push(queue_one(&store, "file:///x", body, calls.len()).await);
+    }
+    drop(turn);
+    let mut answers = Vec::new();
+    for call in calls {
+        answers.push(call.await.unwrap().unwrap());
+    }
+    for answer in &answers[..40] {
+        assert_eq!((answer.version.version.get(), answer.is_new), (1, true));
+    }
+    let x: Vec<_> = answers[40..]
+        .iter()
+        .map(|a| (a.version.version.get(), a.is_new))
+        .collect();
+    assert_eq!(x, [(1, true), (2, true), (3, true), (1, false)]);
+    let after = store.write_turn().await.as_ref().unwrap().commits();
+    assert_eq!(
+        after - before,
+        1,
+        "44 sightings took {} commits",
+        after - before
+    );
+    assert_eq!(store.history(&key("file:///x")).await.unwrap().len(), 3);
+}
+
+// A batch is bounded by the content it carries: twenty 60 KiB contents queued at once are
+// recorded in more than one commit, and every caller is still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_carries_at_most_a_mebibyte_and_the_rest_follow() {
+    let (_dir, store) = file_store().await;
+    let turn = store.write_turn().await;
+    let before = turn.as_ref().unwrap().commits();
+    let mut calls = Vec::new();
+    for i in 0..20 {
+        let body = format!("{i}").repeat(60 * 1024 / format!("{i}").len());
+        calls.push(queue_one(&store, &format!("file:///big{i}"), &body, calls.len()).await);
+    }
+    drop(turn);
+    for call in calls {
+        let recorded = tokio::time::timeout(Duration::from_secs(10), call)
+            .await
+            .expect("a sighting beyond the first batch was left waiting")
+            .unwrap()
+            .unwrap();
+        assert!(recorded.is_new);
+    }
+    let commits = store.write_turn().await.as_ref().unwrap().commits() - before;
+    assert_eq!(commits, 2, "1.2 MB of contents in {commits} commits");
+}
+
+// A caller that gives up while its sighting waits is not recorded; the others are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sighting_whose_caller_gave_up_is_left_out() {
+    let (_dir, store) = file_store().await;
+    let turn = store.write_turn().await;
+    let first = queue_one(&store, "file:///a", "one", 0).await;
+    let gone = queue_one(&store, "file:///b", "one", 1).await;
+    let last = queue_one(&store, "file:///c", "one", 2).await;
+    gone.abort();
+    assert!(gone.await.unwrap_err().is_cancelled());
+    drop(turn);
+    first.await.unwrap().unwrap();
+    last.await.unwrap().unwrap();
+    assert!(store.history(&key("file:///b")).await.unwrap().is_empty());
+    assert_eq!(store.history(&key("file:///c")).await.unwrap().len(), 1);
+}
+
+// With another process holding the file's write lock, a batch's transaction on this thread
+// fails at once; each of its sightings is then recorded by the pool, which waits for the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_meets_another_process_lock_is_recorded_by_the_pool() {
+    let (dir, store) = file_store().await;
+    let turn = store.write_turn().await;
+    let mut calls = Vec::new();
+    for i in 0..5 {
+        calls.push(queue_one(&store, &format!("file:///p{i}"), "one", calls.len()).await);
+    }
+    let other = rusqlite::Connection::open(dir.path().join("q.db")).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    drop(turn);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        calls.iter().all(|c| !c.is_finished()),
+        "recorded under another's lock"
+    );
+    other.execute_batch("ROLLBACK").unwrap();
+    for call in calls {
+        assert!(call.await.unwrap().unwrap().is_new);
+    }
+}
