@@ -288,7 +288,9 @@ async fn the_cli_reads_versions_and_lists_history() {
 
 // traces: AV-4 — a stampede on a fresh gateway: 10,000 concurrent reads of 100 resources all
 // succeed, and concurrent misses share upstream reads, so the upstream (counting at the fixture)
-// is read at most once per resource.
+// is read at most once per resource. The hundred first versions, recorded at once (together,
+// in the store), are each the resource's v1 with its own content's checksum, and each history
+// holds exactly that one version.
 #[tokio::test(flavor = "multi_thread")]
 async fn av_4_a_cold_stampede_reads_each_upstream_resource_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -314,4 +316,21 @@ async fn av_4_a_cold_stampede_reads_each_upstream_resource_once() {
         upstream_reads, 100,
         "upstream reads for 10,000 reads of 100 resources"
     );
+    for n in 1..=100 {
+        let uri = format!("mcp://notes/fixture_3A//item/{n}");
+        let read = call(&client, "read_mcp_resource", json!({"resource_uri": uri})).await;
+        let checksum = format!("sha256:{}", sha256_hex(fixture::item_text(n).as_bytes()));
+        assert_eq!(read["content"], fixture::item_text(n));
+        assert_eq!(read["version"]["version"], "v1", "{uri}");
+        assert_eq!(read["version"]["checksum"], checksum, "{uri}");
+        let history = call(
+            &client,
+            "list_mcp_resource_versions",
+            json!({"resource_uri": uri}),
+        )
+        .await;
+        let versions = history["versions"].as_array().unwrap();
+        assert_eq!(versions.len(), 1, "{uri}: {versions:?}");
+        assert_eq!(versions[0]["checksum"], checksum, "{uri}");
+    }
 }
