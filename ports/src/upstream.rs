@@ -145,6 +145,11 @@ pub trait UpstreamObserver: Send + Sync + std::fmt::Debug {
 
     /// `notifications/resources/list_changed` from `server`.
     async fn resources_changed(&self, server: &ServerName);
+
+    /// What `server` announces may have gone unheard: a stream that carried its announcements
+    /// ended (the server ended it, or the session it was on died). Whatever is held of the
+    /// server may be out of date, and the URIs subscribed to must be asked for again.
+    async fn unheard(&self, server: &ServerName);
 }
 
 /// A live session with one upstream server.

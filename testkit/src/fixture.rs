@@ -74,6 +74,8 @@ pub struct FixtureServer {
     subscribers: Arc<Mutex<Vec<Subscription>>>,
     /// 2026-07-28 `subscriptions/listen` streams.
     listeners: Arc<Mutex<Vec<changes::Listener>>>,
+    /// Ends the listen streams open when it is told ([`FixtureServer::end_listens`]).
+    ending: Arc<tokio::sync::Notify>,
     /// Trace context received: `traceparent` headers (HTTP) and reads' `_meta.traceparent`.
     traces: Arc<Mutex<Traces>>,
 }
@@ -118,6 +120,7 @@ impl FixtureServer {
             peers: Arc::new(Mutex::new(Vec::new())),
             subscribers: Arc::new(Mutex::new(Vec::new())),
             listeners: Arc::default(),
+            ending: Arc::default(),
             traces: Arc::default(),
         };
         if let Some(ms) = server.args.tick_ms {

@@ -22,7 +22,7 @@ use tokio::{
 };
 
 use crate::{
-    correlated::Correlated, eras::Eras, handler::UpstreamHandler, http::GuardedHttp,
+    correlated::Correlated, eras::Eras, handler::UpstreamHandler, http::GuardedHttp, listen,
     session::RmcpSession, stdio::ChildTransport,
 };
 
@@ -47,6 +47,8 @@ pub struct RmcpConnector {
     trace: Option<Arc<dyn TraceContext>>,
     /// What each server spoke last.
     eras: Eras,
+    /// The listen streams of each HTTP server, shared by its sessions.
+    listens: listen::Shared,
 }
 
 impl RmcpConnector {
@@ -66,6 +68,7 @@ impl RmcpConnector {
             max_content_bytes,
             trace: None,
             eras: Eras::default(),
+            listens: listen::Shared::default(),
         })
     }
 
@@ -323,6 +326,7 @@ impl RmcpConnector {
                         Some(child),
                         self.max_content_bytes,
                         skipped,
+                        &self.listens,
                     )
                     .await
                     .traced(self.trace.clone()),
@@ -331,9 +335,16 @@ impl RmcpConnector {
             Endpoint::Http { url } => {
                 let (service, skipped) = self.dial(spec, url, auth, tokens, handler).await?;
                 Ok(Arc::new(
-                    RmcpSession::new(spec.clone(), service, None, self.max_content_bytes, skipped)
-                        .await
-                        .traced(self.trace.clone()),
+                    RmcpSession::new(
+                        spec.clone(),
+                        service,
+                        None,
+                        self.max_content_bytes,
+                        skipped,
+                        &self.listens,
+                    )
+                    .await
+                    .traced(self.trace.clone()),
                 ))
             }
         }

@@ -33,6 +33,7 @@ struct Unheard;
 impl UpstreamObserver for Unheard {
     async fn resource_updated(&self, _server: &ServerName, _upstream_uri: &str) {}
     async fn resources_changed(&self, _server: &ServerName) {}
+    async fn unheard(&self, _server: &ServerName) {}
 }
 
 impl RmcpConnector {

@@ -28,8 +28,11 @@ use rmcp::{
 use tokio::{process::Child, sync::Mutex};
 
 use crate::{
-    correlated::Skipped, eras::is_modern, errors::from_service, handler::UpstreamHandler,
-    listen::Listens,
+    correlated::Skipped,
+    eras::is_modern,
+    errors::from_service,
+    handler::UpstreamHandler,
+    listen::{self, Listens},
 };
 
 /// A session: the rmcp service, its peer handle, and the child process behind it, if any.
@@ -44,8 +47,11 @@ pub(crate) struct RmcpSession {
     child: Mutex<Option<Child>>,
     /// Listing entries the transport left out as malformed.
     skipped: Arc<SyncMutex<Skipped>>,
-    /// The session speaks 2026-07-28: changes come on `subscriptions/listen` streams.
+    /// The session speaks 2026-07-28: changes come on `subscriptions/listen` streams, shared with
+    /// the server's other sessions over HTTP.
     modern: Option<Arc<Listens>>,
+    /// The task that hears of changes to the resource list.
+    list_changes: Option<tokio::task::AbortHandle>,
     /// The current request's trace, put in each request's `_meta`.
     trace: Option<Arc<dyn TraceContext>>,
 }
@@ -66,6 +72,7 @@ impl RmcpSession {
         child: Option<Child>,
         max_content_bytes: u64,
         skipped: Arc<SyncMutex<Skipped>>,
+        streams: &listen::Shared,
     ) -> Self {
         let peer = service.peer().clone();
         // Quarry keeps its own cache with its own keys and invalidation; a second, hidden cache
@@ -75,29 +82,23 @@ impl RmcpSession {
         let resources = service
             .peer_info()
             .and_then(|info| info.capabilities.resources.clone());
-        let modern = service
+        let is_modern = service
             .peer_info()
-            .is_some_and(|info| is_modern(&info.protocol_version))
-            .then(|| {
-                let (server, observer) = service.service().observer();
-                Listens::new(server, observer)
-            });
-        if let Some(listens) = &modern
+            .is_some_and(|info| is_modern(&info.protocol_version));
+        let (server, observer) = service.service().observer();
+        let modern = is_modern.then(|| streams.streams(&spec, observer.clone()));
+        // The resource list's changes: asked at once, heard for the life of the session.
+        let list_changes = (is_modern
             && resources
                 .as_ref()
-                .is_some_and(|r| r.list_changed == Some(true))
-        {
-            // The resource list's changes: asked at once, heard for the life of the session.
-            let (listens, peer, timeout) = (listens.clone(), peer.clone(), spec.timeout);
-            let server = spec.name.clone();
-            tokio::spawn(async move {
-                if let Err(e) = listens.list_changes(&peer, timeout).await {
-                    tracing::debug!(server = %server, "listening for list changes failed: {e}");
-                }
-            });
-        }
+                .is_some_and(|r| r.list_changed == Some(true)))
+        .then(|| {
+            let listening = listen::list_changes(peer.clone(), server, observer, spec.timeout);
+            tokio::spawn(listening).abort_handle()
+        });
         Self {
             modern,
+            list_changes,
             spec,
             peer,
             offers_resources: resources.is_some(),
@@ -364,23 +365,23 @@ impl UpstreamSession for RmcpSession {
         if !self.offers_subscriptions {
             return Ok(false);
         }
+        if let Some(listens) = &self.modern {
+            // Acknowledged without the URI: the server will not announce its changes, and asking
+            // again would not change its mind.
+            return listens.subscribe(&self.peer, uri, self.spec.timeout).await;
+        }
         let first = self
             .subscribed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(uri.to_owned());
         if first {
-            let outcome = match &self.modern {
-                // Acknowledged without the URI: the server will not announce its changes, and
-                // asking again would not change its mind.
-                Some(listens) => listens.subscribe(&self.peer, uri, self.spec.timeout).await,
-                // 2025-11-25: resources/subscribe, which rmcp marks legacy.
-                #[allow(deprecated)]
-                None => self
-                    .call(false, self.peer.subscribe(SubscribeRequestParams::new(uri)))
-                    .await
-                    .map(|()| true),
-            };
+            // 2025-11-25: resources/subscribe, which rmcp marks legacy.
+            #[allow(deprecated)]
+            let outcome = self
+                .call(false, self.peer.subscribe(SubscribeRequestParams::new(uri)))
+                .await
+                .map(|()| true);
             if outcome.is_err() {
                 self.subscribed
                     .lock()
@@ -409,8 +410,11 @@ impl UpstreamSession for RmcpSession {
     }
 
     async fn close(&self) {
+        if let Some(task) = &self.list_changes {
+            task.abort();
+        }
         if let Some(listens) = &self.modern {
-            listens.close();
+            listens.session_closed();
         }
         if let Some(service) = self.service.lock().await.take() {
             let _ = tokio::time::timeout(Duration::from_secs(2), service.cancel()).await;

@@ -20,6 +20,7 @@ mod http_agents;
 mod http_bounds;
 mod http_connections;
 mod inputs;
+mod listens;
 mod logs;
 mod oauth;
 mod observe;

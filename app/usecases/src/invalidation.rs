@@ -1,8 +1,8 @@
 //! Turning upstream announcements into cache invalidation.
 //!
 //! `notifications/resources/updated` drops the resource's cached content; `list_changed` drops the
-//! server's cached listing; a session that replaced dead ones drops everything cached for the
-//! server. Each advances the server's epoch on the invalidation bus, so a fetch that was in
+//! server's cached listing; a session that replaced dead ones, or a stream of announcements lost
+//! (once the server answers), drops everything cached for the server. Each advances the server's epoch on the invalidation bus, so a fetch that was in
 //! flight while the change was announced does not put its (possibly older) content back.
 
 use std::sync::Arc;
@@ -85,5 +85,11 @@ impl UpstreamObserver for Invalidator {
     async fn resources_changed(&self, server: &ServerName) {
         self.bus.advance(server).await;
         self.listings.drop_listings(Some(server.clone())).await;
+    }
+
+    /// Fetches in flight keep nothing; what to do with what is cached is the upstream's call
+    /// (`upstream/watched.rs`): dropped once the server answers, kept for stale serving until.
+    async fn unheard(&self, server: &ServerName) {
+        self.bus.advance(server).await;
     }
 }

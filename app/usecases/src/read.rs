@@ -212,8 +212,8 @@ impl ResourceService {
     /// Fetches content, reconnecting and retrying as the server's policy says when the
     /// connection is what failed.
     ///
-    /// Also returns the server's invalidation epoch, taken once the session was established and
-    /// subscribed, before the read.
+    /// Also returns the server's invalidation epoch, taken once the session was established,
+    /// before subscribing: a subscription that turns out lost advances it after this point.
     async fn fetch(&self, upstream: &Upstream, uri: &str) -> Result<(Fetched, Option<u64>), Error> {
         // The session bounds each request by the server's timeout; the whole read, retries
         // included, gets no more.
@@ -224,14 +224,16 @@ impl ResourceService {
         };
         upstream
             .call(attempts, |session| async move {
-                // Subscribe before reading (once per URI and session): a change after this point
-                // is announced, and a change during the read makes it uncacheable.
+                // Subscribe before reading (once per URI): a change after this point is
+                // announced, and a change during the read makes it uncacheable. The epoch comes
+                // first: a stream found lost meanwhile (its URIs no longer heard, though asked
+                // for) advances it too.
+                let epoch = self.invalidator.epoch(upstream.name()).await;
                 if self.options.cache_enabled
                     && let Err(e) = session.subscribe(uri).await
                 {
                     tracing::debug!(server = %upstream.name(), "subscribing to updates failed: {e}");
                 }
-                let epoch = self.invalidator.epoch(upstream.name()).await;
                 session
                     .read(uri, self.options.max_resource_bytes)
                     .await

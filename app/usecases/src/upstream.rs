@@ -89,6 +89,8 @@ pub(crate) struct Upstream {
     tokens: Mutex<Option<Arc<ServerTokens>>>,
     /// Upstream URIs agents subscribed to: asked of every new session.
     watched: Mutex<std::collections::BTreeSet<String>>,
+    /// Who its sessions tell what they hear (one for all of them, so that they share streams).
+    heard: Arc<dyn UpstreamObserver>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -116,6 +118,7 @@ impl Upstream {
             policy: settings.retry,
             jitter: wiring.supervision.jitter,
         };
+        let invalidator = wiring.invalidator.clone();
         Arc::new_cyclic(|me| Self {
             pool: Pool::new(settings.pool_size),
             breaker: Breaker::new(
@@ -131,6 +134,7 @@ impl Upstream {
             me: me.clone(),
             tokens: Mutex::new(None),
             watched: Mutex::default(),
+            heard: watched::Heard::new(invalidator, me.clone()),
         })
     }
 
@@ -275,7 +279,7 @@ impl Upstream {
 
     /// A session, connecting if the pool needs one, whatever the circuit says.
     async fn lease_unchecked(&self) -> Result<Lease, UpstreamError> {
-        let observer: Arc<dyn UpstreamObserver> = self.wiring.invalidator.clone();
+        let observer = self.heard.clone();
         // A failure to connect is recorded by the caller (once), as for failed requests. The
         // credential is read (and opened) only when a session is opened.
         let connect = || async {

@@ -154,3 +154,150 @@ async fn subscriptions_share_a_few_listen_streams_and_each_is_heard() {
         Vec::<usize>::new()
     );
 }
+
+/// The fixture's open listen streams that carry URIs, once they are `want` (how many URIs each
+/// carries, smallest first), or as they are after 10 s; streams for list changes are left out.
+async fn carrying(server: &fixture::FixtureServer, want: &[usize]) -> Vec<usize> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut open: Vec<usize> = server.listening().into_iter().filter(|&n| n > 0).collect();
+        open.sort_unstable();
+        if open == want || tokio::time::Instant::now() > deadline {
+            return open;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits for `want` among what the observer heard, skipping the rest.
+async fn until_heard(heard: &mut mpsc::UnboundedReceiver<String>, want: &str) {
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(next) = heard.recv().await {
+            if next == want {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "{want:?} was not heard within 10 s");
+}
+
+// Over HTTP a listen stream is not tied to a session, so the sessions of one server share their
+// streams: a URI asked for on one session is not asked again on another, the URIs of both
+// sessions end on one stream (beside each session's own stream for list changes), and a change
+// is announced once. A stream the server ends leaves its URIs unheard: the observer is told,
+// and the next subscription to any of them opens a stream again, on whichever session asks.
+#[tokio::test]
+async fn http_sessions_of_a_server_share_their_listen_streams() {
+    let server = fixture::serve_http(FixtureArgs::default(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let spec = ServerSpec::new(
+        ServerName::parse("notes").unwrap(),
+        Endpoint::Http {
+            url: server.url.clone(),
+        },
+    );
+    let (obs, mut heard) = observer();
+    let connector = RmcpConnector::new(MB).unwrap();
+    let one = connector
+        .connect(&spec, None, None, obs.clone())
+        .await
+        .unwrap();
+    let two = connector
+        .connect(&spec, None, None, obs.clone())
+        .await
+        .unwrap();
+    assert!(one.subscribe("fixture://item/1").await.unwrap());
+    assert!(two.subscribe("fixture://item/2").await.unwrap());
+    assert!(two.subscribe("fixture://item/1").await.unwrap());
+    assert_eq!(settled_streams(&server.server, &[0, 0, 2]).await, [0, 0, 2]);
+    server.server.announce("fixture://item/1").await;
+    until_heard(&mut heard, "updated notes fixture://item/1").await;
+    server.server.announce("fixture://item/2").await;
+    until_heard(&mut heard, "updated notes fixture://item/2").await;
+    let twice: Vec<String> = std::iter::from_fn(|| heard.try_recv().ok())
+        .filter(|h| h.starts_with("updated"))
+        .collect();
+    assert!(twice.is_empty(), "announced more than once: {twice:?}");
+
+    // Another observer (another registration of the server) gets streams of its own.
+    let (other, _) = observer();
+    let three = connector.connect(&spec, None, None, other).await.unwrap();
+    assert!(three.subscribe("fixture://item/1").await.unwrap());
+    assert_eq!(
+        settled_streams(&server.server, &[0, 0, 0, 1, 2]).await,
+        [0, 0, 0, 1, 2]
+    );
+    three.close().await;
+
+    server.server.end_listens();
+    until_heard(&mut heard, "unheard notes").await;
+    assert_eq!(carrying(&server.server, &[]).await, Vec::<usize>::new());
+    assert!(two.subscribe("fixture://item/1").await.unwrap());
+    assert_eq!(carrying(&server.server, &[1]).await, [1]);
+    server.server.announce("fixture://item/1").await;
+    until_heard(&mut heard, "updated notes fixture://item/1").await;
+    one.close().await;
+    two.close().await;
+    assert_eq!(
+        settled_streams(&server.server, &[]).await,
+        Vec::<usize>::new()
+    );
+}
+
+// A shared stream opened on a session that is closed ends with it: the observer is told its URIs
+// went unheard, and the server's other session asks for them again on the next subscription.
+#[tokio::test]
+async fn a_shared_stream_ends_with_its_session_and_is_asked_for_again() {
+    let server = fixture::serve_http(FixtureArgs::default(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let spec = ServerSpec::new(
+        ServerName::parse("notes").unwrap(),
+        Endpoint::Http {
+            url: server.url.clone(),
+        },
+    );
+    let (obs, mut heard) = observer();
+    let connector = RmcpConnector::new(MB).unwrap();
+    let one = connector
+        .connect(&spec, None, None, obs.clone())
+        .await
+        .unwrap();
+    let two = connector.connect(&spec, None, None, obs).await.unwrap();
+    assert!(one.subscribe("fixture://item/1").await.unwrap());
+    assert_eq!(settled_streams(&server.server, &[0, 0, 1]).await, [0, 0, 1]);
+    one.close().await;
+    until_heard(&mut heard, "unheard notes").await;
+    assert_eq!(carrying(&server.server, &[]).await, Vec::<usize>::new());
+    assert!(two.subscribe("fixture://item/1").await.unwrap());
+    assert_eq!(carrying(&server.server, &[1]).await, [1]);
+    server.server.announce("fixture://item/1").await;
+    until_heard(&mut heard, "updated notes fixture://item/1").await;
+    two.close().await;
+}
+
+// Over stdio each session is a process of its own: its streams are its own, and closing it ends
+// them without telling the observer anything went unheard (its replacement starts afresh).
+#[tokio::test]
+async fn a_stdio_sessions_streams_are_its_own() {
+    let spec = stdio_spec("alone", &[]);
+    let (obs, mut heard) = observer();
+    let connector = RmcpConnector::new(MB).unwrap();
+    let one = connector
+        .connect(&spec, None, None, obs.clone())
+        .await
+        .unwrap();
+    let two = connector.connect(&spec, None, None, obs).await.unwrap();
+    for session in [&one, &two] {
+        assert!(session.subscribe("fixture://counter").await.unwrap());
+    }
+    one.close().await;
+    two.close().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let unheard: Vec<String> = std::iter::from_fn(|| heard.try_recv().ok())
+        .filter(|h| h.starts_with("unheard"))
+        .collect();
+    assert!(unheard.is_empty(), "{unheard:?}");
+}

@@ -41,6 +41,9 @@ impl UpstreamObserver for Announcements {
     async fn resources_changed(&self, server: &ServerName) {
         let _ = self.0.send(format!("list_changed {server}"));
     }
+    async fn unheard(&self, server: &ServerName) {
+        let _ = self.0.send(format!("unheard {server}"));
+    }
 }
 
 fn observer() -> (Arc<dyn UpstreamObserver>, mpsc::UnboundedReceiver<String>) {

@@ -4,9 +4,7 @@
 use std::sync::Arc;
 
 use quarry_domain::{OAuthCredential, UpstreamAuth};
-use quarry_ports::{
-    AccessTokens, Browser, OAuthFailure, UpstreamError, UpstreamObserver, UpstreamSession,
-};
+use quarry_ports::{AccessTokens, Browser, OAuthFailure, UpstreamError, UpstreamSession};
 
 use super::{Upstream, lock};
 use crate::tokens::ServerTokens;
@@ -41,7 +39,7 @@ impl Upstream {
         let tokens = self
             .tokens_for(auth.as_ref())
             .map(|t| t as Arc<dyn AccessTokens>);
-        let observer: Arc<dyn UpstreamObserver> = self.wiring.invalidator.clone();
+        let observer = self.heard.clone();
         self.wiring
             .connector
             .connect(spec, auth.as_ref(), tokens, observer)
