@@ -182,13 +182,18 @@ async fn until_heard(heard: &mut mpsc::UnboundedReceiver<String>, want: &str) {
     assert!(waited.is_ok(), "{want:?} was not heard within 10 s");
 }
 
-// Over HTTP a listen stream is not tied to a session, so the sessions of one server share their
-// streams: a URI asked for on one session is not asked again on another, the URIs of both
-// sessions end on one stream (beside each session's own stream for list changes), and a change
-// is announced once. A stream the server ends leaves its URIs unheard: the observer is told,
-// and the next subscription to any of them opens a stream again, on whichever session asks.
-#[tokio::test]
-async fn http_sessions_of_a_server_share_their_listen_streams() {
+/// A fixture over HTTP as server "notes", and two sessions to it from one connector, telling one
+/// observer.
+struct Pair {
+    server: fixture::HttpFixture,
+    spec: ServerSpec,
+    connector: RmcpConnector,
+    one: Arc<dyn UpstreamSession>,
+    two: Arc<dyn UpstreamSession>,
+    heard: mpsc::UnboundedReceiver<String>,
+}
+
+async fn pair() -> Pair {
     let server = fixture::serve_http(FixtureArgs::default(), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -198,16 +203,38 @@ async fn http_sessions_of_a_server_share_their_listen_streams() {
             url: server.url.clone(),
         },
     );
-    let (obs, mut heard) = observer();
+    let (obs, heard) = observer();
     let connector = RmcpConnector::new(MB).unwrap();
     let one = connector
         .connect(&spec, None, None, obs.clone())
         .await
         .unwrap();
-    let two = connector
-        .connect(&spec, None, None, obs.clone())
-        .await
-        .unwrap();
+    let two = connector.connect(&spec, None, None, obs).await.unwrap();
+    Pair {
+        server,
+        spec,
+        connector,
+        one,
+        two,
+        heard,
+    }
+}
+
+// Over HTTP a listen stream is not tied to a session, so the sessions of one server share their
+// streams: a URI asked for on one session is not asked again on another, the URIs of both
+// sessions end on one stream (beside each session's own stream for list changes), and a change
+// is announced once. A stream the server ends leaves its URIs unheard: the observer is told,
+// and the next subscription to any of them opens a stream again, on whichever session asks.
+#[tokio::test]
+async fn http_sessions_of_a_server_share_their_listen_streams() {
+    let Pair {
+        server,
+        spec,
+        connector,
+        one,
+        two,
+        mut heard,
+    } = pair().await;
     assert!(one.subscribe("fixture://item/1").await.unwrap());
     assert!(two.subscribe("fixture://item/2").await.unwrap());
     assert!(two.subscribe("fixture://item/1").await.unwrap());
@@ -250,22 +277,13 @@ async fn http_sessions_of_a_server_share_their_listen_streams() {
 // went unheard, and the server's other session asks for them again on the next subscription.
 #[tokio::test]
 async fn a_shared_stream_ends_with_its_session_and_is_asked_for_again() {
-    let server = fixture::serve_http(FixtureArgs::default(), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let spec = ServerSpec::new(
-        ServerName::parse("notes").unwrap(),
-        Endpoint::Http {
-            url: server.url.clone(),
-        },
-    );
-    let (obs, mut heard) = observer();
-    let connector = RmcpConnector::new(MB).unwrap();
-    let one = connector
-        .connect(&spec, None, None, obs.clone())
-        .await
-        .unwrap();
-    let two = connector.connect(&spec, None, None, obs).await.unwrap();
+    let Pair {
+        server,
+        one,
+        two,
+        mut heard,
+        ..
+    } = pair().await;
     assert!(one.subscribe("fixture://item/1").await.unwrap());
     assert_eq!(settled_streams(&server.server, &[0, 0, 1]).await, [0, 0, 1]);
     one.close().await;
