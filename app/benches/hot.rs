@@ -13,6 +13,9 @@
 //! - `audit/append_16_at_once`: sixteen requests' records appended at once to the audit trail
 //!   as `quarry serve` makes it (a SQLite file, concurrent appends committed together), until
 //!   the last is in.
+//! - `versions/unchanged_sighting`: what every uncached read of an unchanged resource asks of
+//!   the version store (a SQLite file, as `quarry serve` makes it): is this content the latest
+//!   version, still kept? Of a resource with three versions, at 1 KiB, 64 KiB and 1 MiB.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -195,9 +198,40 @@ fn audit(c: &mut Criterion) {
     });
 }
 
+fn versions(c: &mut Criterion) {
+    use quarry_testkit::contract::versions::{at, key, text};
+    // Each content's digest: distinct, which is all the store looks at.
+    let digest_of = |i: usize| quarry_domain::Digest::new([i as u8 + 1; 32]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = Settings::defaults();
+    settings.store_path = Some(dir.path().join("quarry.db"));
+    let store = rt.block_on(compose::ports(&settings)).unwrap().versions;
+    let mut group = c.benchmark_group("versions/unchanged_sighting");
+    for (label, n) in [("1KiB", 1024), ("64KiB", 64 << 10), ("1MiB", 1 << 20)] {
+        let k = key(&format!("file:///{label}"));
+        let bodies: Vec<String> = ["a", "b", "c"].iter().map(|c| c.repeat(n)).collect();
+        for (i, body) in bodies.iter().enumerate() {
+            let recorded = rt
+                .block_on(store.record(&k, digest_of(i), &text(body), at(i as i64)))
+                .unwrap();
+            assert!(recorded.is_new);
+        }
+        let (latest, digest) = (text(&bodies[2]), digest_of(2));
+        group.bench_function(label, |b| {
+            b.to_async(&rt).iter(|| async {
+                let seen = store.record(&k, digest, &latest, at(9)).await.unwrap();
+                assert!(!seen.is_new && seen.version.version == "v3");
+                seen
+            });
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = decision, encode, client_parse, audit
+    targets = decision, encode, client_parse, audit, versions
 }
 criterion_main!(benches);

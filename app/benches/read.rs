@@ -3,8 +3,9 @@
 //! - `in_process`: `ResourceService::read_resource` on a cache hit, with and without checksum
 //!   validation (the re-hash of the cached bytes).
 //! - `stdio`: one MCP `resources/read` over stdio: straight to the fixture upstream (the floor),
-//!   through `quarry serve` (cache hit), and the `read_mcp_resource` tool through `quarry serve`,
-//!   audited (the default) and with `logging.audit_enabled = false`.
+//!   through `quarry serve` (cache hit, and with the cache off: every read goes upstream and has
+//!   its version checked), and the `read_mcp_resource` tool through `quarry serve`, audited (the
+//!   default) and with `logging.audit_enabled = false`.
 //!
 //! - `invalidation`: from an upstream announcing a change (`notifications/resources/updated`, over
 //!   streamable HTTP on loopback) to the cached entry being gone.
@@ -57,17 +58,18 @@ async fn uncached(
     client
 }
 
-/// `quarry serve` over the fixture, its store in `dir`, auditing or not.
+/// `quarry serve` over the fixture, its store in `dir`, auditing or not, caching or not.
 async fn gateway_client(
     dir: &std::path::Path,
     audit: bool,
+    cache: bool,
 ) -> RunningService<RoleClient, ClientConfig> {
     let config = format!(
-        "[servers.bench]\ncommand = {QUARRY:?}\nargs = {}\n\n[results]\ninline_limit_kb = 2048\n\n[store]\npath = {:?}\n\n[logging]\naudit_enabled = {audit}\n",
+        "[servers.bench]\ncommand = {QUARRY:?}\nargs = {}\n\n[cache]\nenabled = {cache}\n\n[results]\ninline_limit_kb = 2048\n\n[store]\npath = {:?}\n\n[logging]\naudit_enabled = {audit}\n",
         serde_json::to_string(&fixture_args()).unwrap(),
-        dir.join("bench.db").display().to_string()
+        dir.join(format!("bench-{cache}.db")).display().to_string()
     );
-    let path = dir.join(format!("quarry-{audit}.toml"));
+    let path = dir.join(format!("quarry-{audit}-{cache}.toml"));
     std::fs::write(&path, config).unwrap();
     let mut cmd = tokio::process::Command::new(QUARRY);
     cmd.args(["serve", "--config"])
@@ -80,19 +82,34 @@ async fn gateway_client(
     uncached(ClientConfig::default().serve(transport).await.unwrap()).await
 }
 
-async fn in_process_service() -> Arc<ResourceService> {
+/// The use cases over the fixture on stdio, caching or not, with their store in a file in `dir`
+/// (the embedded default) or in memory.
+async fn in_process_service(caching: bool, dir: Option<&std::path::Path>) -> Arc<ResourceService> {
     let endpoint = Endpoint::Stdio {
         command: QUARRY.into(),
         args: fixture_args(),
         env: BTreeMap::new(),
         cwd: None,
     };
-    service_over(
-        "bench",
-        endpoint,
-        Arc::new(LruContentCache::new(100 * 1024 * 1024)),
-    )
-    .await
+    let mut settings = settings_over("bench", endpoint);
+    settings.cache_enabled = caching;
+    settings.store_path = dir.map(|d| d.join("in-process.db"));
+    service_with(&settings, Arc::new(LruContentCache::new(100 * 1024 * 1024))).await
+}
+
+fn settings_over(name: &str, endpoint: Endpoint) -> Settings {
+    let spec = ServerSpec::new(ServerName::parse(name).unwrap(), endpoint);
+    let mut settings = Settings::defaults();
+    settings.servers = vec![ServerSettings::new(spec)];
+    settings.store_path = None;
+    settings.cache_ttl = Duration::from_secs(3600);
+    settings
+}
+
+async fn service_with(settings: &Settings, cache: Arc<LruContentCache>) -> Arc<ResourceService> {
+    let mut ports = compose::ports(settings).await.unwrap();
+    ports.cache = cache;
+    compose::service(settings, ports).await.unwrap()
 }
 
 async fn service_over(
@@ -100,14 +117,7 @@ async fn service_over(
     endpoint: Endpoint,
     cache: Arc<LruContentCache>,
 ) -> Arc<ResourceService> {
-    let spec = ServerSpec::new(ServerName::parse(name).unwrap(), endpoint);
-    let mut settings = Settings::defaults();
-    settings.servers = vec![ServerSettings::new(spec)];
-    settings.store_path = None;
-    settings.cache_ttl = Duration::from_secs(3600);
-    let mut ports = compose::ports(&settings).await.unwrap();
-    ports.cache = cache;
-    compose::service(&settings, ports).await.unwrap()
+    service_with(&settings_over(name, endpoint), cache).await
 }
 
 fn gateway_uri(n: usize) -> String {
@@ -116,7 +126,7 @@ fn gateway_uri(n: usize) -> String {
 
 fn in_process(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let service = rt.block_on(in_process_service());
+    let service = rt.block_on(in_process_service(true, None));
     let mut group = c.benchmark_group("cached_read/in_process");
     for (label, n) in SIZES {
         let uri = ResourceUri::parse(&gateway_uri(n)).unwrap();
@@ -142,18 +152,49 @@ fn in_process(c: &mut Criterion) {
     rt.block_on(service.shutdown());
 }
 
+/// A read with the cache off, in process: the upstream exchange, the checksum and the version
+/// look-up, against the same exchange made by a client of its own (the floor).
+fn uncached_in_process(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let service = rt.block_on(in_process_service(false, Some(dir.path())));
+    let direct = rt.block_on(direct_client());
+    let mut group = c.benchmark_group("uncached_read/in_process");
+    for (label, n) in SIZES {
+        let request = ReadRequest::whole(ResourceUri::parse(&gateway_uri(n)).unwrap());
+        let upstream = format!("fixture://sized/{n}");
+        group.bench_function(BenchmarkId::new("direct_floor", label), |b| {
+            b.to_async(&rt)
+                .iter(|| direct.read_resource(ReadResourceRequestParams::new(upstream.clone())));
+        });
+        group.bench_with_input(BenchmarkId::new("quarry", label), &request, |b, request| {
+            b.to_async(&rt).iter(|| async {
+                let r = service.read_resource(request.clone()).await.unwrap();
+                assert!(!r.cached && r.version.is_some());
+                r
+            });
+        });
+    }
+    group.finish();
+    rt.block_on(async {
+        direct.cancel().await.unwrap();
+        service.shutdown().await;
+    });
+}
+
 fn over_stdio(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let direct = rt.block_on(direct_client());
-    let gateway = rt.block_on(gateway_client(dir.path(), true));
-    let unaudited = rt.block_on(gateway_client(dir.path(), false));
+    let gateway = rt.block_on(gateway_client(dir.path(), true, true));
+    let unaudited = rt.block_on(gateway_client(dir.path(), false, true));
+    let uncaching = rt.block_on(gateway_client(dir.path(), true, false));
     let mut group = c.benchmark_group("read/stdio");
     for (label, n) in SIZES {
         let upstream = format!("fixture://sized/{n}");
         let through = gateway_uri(n);
-        // Warm the gateway's cache.
-        for g in [&gateway, &unaudited] {
+        // Warm the gateway's cache (and record the version the uncaching one sees again).
+        for g in [&gateway, &unaudited, &uncaching] {
             rt.block_on(g.read_resource(ReadResourceRequestParams::new(through.clone())))
                 .unwrap();
         }
@@ -165,6 +206,14 @@ fn over_stdio(c: &mut Criterion) {
             b.to_async(&rt)
                 .iter(|| gateway.read_resource(ReadResourceRequestParams::new(through.clone())));
         });
+        group.bench_function(
+            BenchmarkId::new("quarry_resources_read_uncached", label),
+            |b| {
+                b.to_async(&rt).iter(|| {
+                    uncaching.read_resource(ReadResourceRequestParams::new(through.clone()))
+                });
+            },
+        );
         let args = serde_json::json!({"resource_uri": through});
         let serde_json::Value::Object(args) = args else {
             unreachable!()
@@ -189,6 +238,7 @@ fn over_stdio(c: &mut Criterion) {
         direct.cancel().await.unwrap();
         gateway.cancel().await.unwrap();
         unaudited.cancel().await.unwrap();
+        uncaching.cancel().await.unwrap();
     });
 }
 
@@ -242,6 +292,6 @@ fn invalidation(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = in_process, over_stdio, invalidation
+    targets = in_process, uncached_in_process, over_stdio, invalidation
 }
 criterion_main!(benches);

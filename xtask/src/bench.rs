@@ -121,7 +121,7 @@ pub(crate) fn bench(with_peers: bool) -> Result<()> {
     let mut hot = cargo();
     hot.args(["bench", "-p", "quarry", "--bench", "hot"]);
     hot.stdout(std::io::stderr());
-    run("bench: decisions and encoding", hot)?;
+    run("bench: decisions, encoding, version look-ups", hot)?;
     let mut tokens = cargo();
     tokens.args(["bench", "-p", "quarry-oauth-resource", "--bench", "verify"]);
     tokens.stdout(std::io::stderr());
@@ -144,27 +144,55 @@ pub(crate) fn bench(with_peers: bool) -> Result<()> {
     }
     println!("\n### One read over stdio (median; ratio to the direct floor)\n");
     println!(
-        "| size | direct to upstream (floor) | Quarry `resources/read`, cached | Quarry `read_mcp_resource`, cached | the same, audit off | cost of auditing |"
+        "| size | direct to upstream (floor) | Quarry `resources/read`, cached | the same, cache off | Quarry `read_mcp_resource`, cached | the same, audit off | cost of auditing |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for size in SIZES {
         let floor = estimate(&root, &format!("read_stdio/direct_floor/{size}"))?;
         let native = estimate(&root, &format!("read_stdio/quarry_resources_read/{size}"))?;
+        let uncached = estimate(
+            &root,
+            &format!("read_stdio/quarry_resources_read_uncached/{size}"),
+        )?;
         let tool = estimate(&root, &format!("read_stdio/quarry_read_tool/{size}"))?;
         let unaudited = estimate(
             &root,
             &format!("read_stdio/quarry_read_tool_unaudited/{size}"),
         )?;
         println!(
-            "| {size} | {} | {} ({:.2}×) | {} ({:.2}×) | {} ({:.2}×) | {:+.0} % |",
+            "| {size} | {} | {} ({:.2}×) | {} ({:.2}×) | {} ({:.2}×) | {} ({:.2}×) | {:+.0} % |",
             human(floor),
             human(native),
             native / floor,
+            human(uncached),
+            uncached / floor,
             human(tool),
             tool / floor,
             human(unaudited),
             unaudited / floor,
             (tool / unaudited - 1.0) * 100.0
+        );
+    }
+    println!(
+        "\n### An uncached read in process, and its version look-up (median; ratio to the direct floor)\n"
+    );
+    println!(
+        "| size | direct to upstream (floor) | Quarry's use case, cache off | the version look-up alone (three versions) |"
+    );
+    println!("|---|---|---|---|");
+    for size in SIZES {
+        let floor = estimate(
+            &root,
+            &format!("uncached_read_in_process/direct_floor/{size}"),
+        )?;
+        let quarry = estimate(&root, &format!("uncached_read_in_process/quarry/{size}"))?;
+        let lookup = estimate(&root, &format!("versions_unchanged_sighting/{size}"))?;
+        println!(
+            "| {size} | {} | {} ({:.2}×) | {} |",
+            human(floor),
+            human(quarry),
+            quarry / floor,
+            human(lookup),
         );
     }
     let invalidation = estimate(&root, "invalidation/resources_updated_to_evicted_http")?;

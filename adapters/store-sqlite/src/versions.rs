@@ -108,6 +108,14 @@ const INSERT: &str = "INSERT INTO resource_versions
  (server, uri, number, digest, size, mime_type, is_text, content, created_at, seen_seq)
  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
+/// A resource's latest version (`?1` server, `?2` URI), and whether it still holds its content.
+/// One index seek (`resource_versions_latest`); `length` of a blob is read from the record's
+/// header, where `content IS NOT NULL` as a value would load the whole content to test it.
+pub(crate) const LATEST: &str = "SELECT number, digest, size, created_at,
+        length(content) IS NOT NULL AS kept
+ FROM resource_versions WHERE server = ?1 AND uri = ?2
+ ORDER BY seen_seq DESC LIMIT 1";
+
 /// The versions of a resource that still hold their content, newest sighting first.
 const KEPT: &str = "SELECT number, size FROM resource_versions
  WHERE server = ?1 AND uri = ?2 AND content IS NOT NULL ORDER BY seen_seq DESC";
@@ -222,9 +230,6 @@ impl SqliteStore {
         key: &ResourceKey,
         digest: Digest,
     ) -> Result<Option<ResourceVersion>, StoreError> {
-        const LATEST: &str = "SELECT number, digest, size, created_at, content IS NOT NULL AS kept
-             FROM resource_versions WHERE server = ?1 AND uri = ?2
-             ORDER BY seen_seq DESC LIMIT 1";
         type Latest = Option<(i64, Vec<u8>, i64, i64, bool)>;
         let here = self.read_here(|conn| -> rusqlite::Result<Latest> {
             use rusqlite::OptionalExtension;

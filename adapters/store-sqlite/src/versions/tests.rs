@@ -300,3 +300,37 @@ async fn a_batch_that_meets_another_process_lock_is_recorded_by_the_pool() {
         assert!(call.await.unwrap().unwrap().is_new);
     }
 }
+
+/// The look-up made on every fresh fetch is one seek of the latest-version index: no version's
+/// content is put in a temporary B-tree to be sorted (which took 0.7 ms for three versions of
+/// 1 MiB), whatever the file holds.
+#[tokio::test]
+async fn the_latest_version_is_found_by_one_index_seek() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.db");
+    let store = SqliteStore::open(&path, Retention::default())
+        .await
+        .unwrap();
+    let k = key("file:///a");
+    for (n, body) in ["one", "two", "three"].into_iter().enumerate() {
+        store
+            .record(&k, digest_of(body), &text(body), at(n as i64))
+            .await
+            .unwrap();
+    }
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let plan: Vec<String> = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", crate::versions::LATEST))
+        .unwrap()
+        .query_map(rusqlite::params![k.server.as_str(), k.upstream_uri], |r| {
+            r.get::<_, String>(3)
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        plan,
+        ["SEARCH resource_versions USING INDEX resource_versions_latest (server=? AND uri=?)"],
+        "{plan:?}"
+    );
+}
