@@ -22,8 +22,14 @@ use tokio::{
 };
 
 use crate::{
-    correlated::Correlated, eras::Eras, handler::UpstreamHandler, http::GuardedHttp, listen,
-    session::RmcpSession, stdio::ChildTransport,
+    correlated::Correlated,
+    coverage::Coverage,
+    eras::Eras,
+    handler::UpstreamHandler,
+    http::GuardedHttp,
+    listen,
+    session::{RmcpSession, Seen},
+    stdio::ChildTransport,
 };
 
 /// Environment variables a child inherits from the gateway; everything else it gets must be
@@ -298,7 +304,10 @@ impl RmcpConnector {
                     ));
                 };
                 let limit = self.max_message_bytes();
-                let transport = Correlated::new(ChildTransport::new(stdout, stdin, limit));
+                let (server, observer) = handler.observer();
+                let coverage = Coverage::new(server, observer);
+                let transport =
+                    Correlated::new(ChildTransport::new(stdout, stdin, limit), coverage.clone());
                 let skipped = transport.skipped();
                 let lifecycle = self.eras.lifecycle(&spec.name);
                 let service = tokio::time::timeout(
@@ -325,7 +334,7 @@ impl RmcpConnector {
                         service,
                         Some(child),
                         self.max_content_bytes,
-                        skipped,
+                        (skipped, coverage),
                         &self.listens,
                     )
                     .await
@@ -333,14 +342,14 @@ impl RmcpConnector {
                 ))
             }
             Endpoint::Http { url } => {
-                let (service, skipped) = self.dial(spec, url, auth, tokens, handler).await?;
+                let (service, seen) = self.dial(spec, url, auth, tokens, handler).await?;
                 Ok(Arc::new(
                     RmcpSession::new(
                         spec.clone(),
                         service,
                         None,
                         self.max_content_bytes,
-                        skipped,
+                        seen,
                         &self.listens,
                     )
                     .await
@@ -360,7 +369,7 @@ impl RmcpConnector {
         auth: Option<&UpstreamAuth>,
         tokens: Option<Arc<dyn AccessTokens>>,
         handler: UpstreamHandler,
-    ) -> Result<(Dialled, Arc<std::sync::Mutex<crate::correlated::Skipped>>), UpstreamError> {
+    ) -> Result<(Dialled, Seen), UpstreamError> {
         let deadline = spec.timeout;
         let timeout_ms = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
         let mut retry = ExponentialBackoff::default();
@@ -375,9 +384,14 @@ impl RmcpConnector {
             .custom_headers(auth_headers(auth)?);
         config.retry_config = Arc::new(retry);
         let oauth = tokens.is_some();
-        let http = GuardedHttp::new(self.client_for(spec, auth)?, tokens);
+        let (server, observer) = handler.observer();
+        let coverage = Coverage::new(server, observer);
+        let http = GuardedHttp::new(self.client_for(spec, auth)?, tokens, coverage.clone());
         let refused = http.refusals();
-        let transport = Correlated::new(StreamableHttpClientTransport::with_client(http, config));
+        let transport = Correlated::new(
+            StreamableHttpClientTransport::with_client(http, config),
+            coverage.clone(),
+        );
         let skipped = transport.skipped();
         let lifecycle = self.eras.lifecycle(&spec.name);
         let served =
@@ -412,7 +426,7 @@ impl RmcpConnector {
                 )),
             })?;
         self.learned(spec, &service);
-        Ok((service, skipped))
+        Ok((service, (skipped, coverage)))
     }
 
     /// Remembers the era `service` agreed on with `spec`'s server.

@@ -10,6 +10,9 @@
 //! page whole, and a page with one bad entry (a negative size, a `null` name) does not parse as
 //! a listing at all. Such a page is repaired here, its bad entries left out and counted in
 //! [`Skipped`], which the session reports with the listing.
+//!
+//! And it sees the transport end by itself (the server's process exited, its connection
+//! dropped): the session's subscriptions went with it ([`Coverage`]).
 
 use std::{
     future::Future,
@@ -26,6 +29,8 @@ use rmcp::{
     transport::Transport,
 };
 use serde_json::Value;
+
+use crate::coverage::Coverage;
 
 /// How many request ids are remembered at most; the oldest are forgotten first (requests that
 /// timed out and will never be answered).
@@ -53,14 +58,17 @@ pub(crate) struct Correlated<T> {
     inner: T,
     pending: Arc<Mutex<Vec<RequestId>>>,
     skipped: Arc<Mutex<Skipped>>,
+    coverage: Arc<Coverage>,
 }
 
 impl<T> Correlated<T> {
-    pub(crate) fn new(inner: T) -> Self {
+    /// `inner`, for a session whose subscriptions `coverage` holds.
+    pub(crate) fn new(inner: T, coverage: Arc<Coverage>) -> Self {
         Self {
             inner,
             pending: Arc::new(Mutex::new(Vec::new())),
             skipped: Arc::new(Mutex::new(Skipped::default())),
+            coverage,
         }
     }
 
@@ -160,7 +168,12 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
-            let message = self.inner.receive().await?;
+            let Some(message) = self.inner.receive().await else {
+                self.coverage
+                    .lost("the connection to the server ended")
+                    .await;
+                return None;
+            };
             let stray = match &message {
                 JsonRpcMessage::Response(r) => !self.settle(&r.id),
                 JsonRpcMessage::Error(e) => e.id.as_ref().is_some_and(|id| !self.settle(id)),
@@ -209,6 +222,41 @@ mod tests {
             "the cursor survives"
         );
         assert!(repair_listing(&serde_json::json!({"contents": []})).is_none());
+    }
+
+    /// A transport whose server has gone: there is nothing more to receive.
+    struct Gone;
+
+    impl Transport<RoleClient> for Gone {
+        type Error = std::io::Error;
+
+        fn send(
+            &mut self,
+            _: TxJsonRpcMessage<RoleClient>,
+        ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+            std::future::ready(Ok(()))
+        }
+
+        async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+            None
+        }
+
+        async fn close(&mut self) -> Result<(), Self::Error> {
+            Ok(())
+        }
+    }
+
+    // traces: CA-2 — a transport that ends by itself (the server's process exited, its
+    // connection dropped) took the session's subscriptions with it: the observer is told, and
+    // the URIs are asked for again.
+    #[tokio::test]
+    async fn a_transport_that_ends_by_itself_loses_the_sessions_subscriptions() {
+        let (told, coverage) = crate::coverage::tests::counted();
+        assert!(coverage.claim("fixture://counter"));
+        let mut transport = Correlated::new(Gone, coverage.clone());
+        assert!(transport.receive().await.is_none());
+        assert_eq!(told.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(coverage.claim("fixture://counter"), "asked for again");
     }
 
     #[test]

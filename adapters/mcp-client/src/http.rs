@@ -16,6 +16,10 @@
 //! A JSON body over the bound, or one that is not a JSON-RPC message, answers its request the
 //! same way. These answers are the ones the stdio transport gives (`answers.rs`): each fails one
 //! request, and the session lives on.
+//!
+//! A 404 to the session's id means the server forgot the session (it restarted, or expired it):
+//! rmcp opens a new one and sends the request again, but the subscriptions of the old one are
+//! gone, and [`Coverage`] is told.
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -42,6 +46,7 @@ use stream::Answers;
 
 use crate::{
     answers::{too_large, unauthorized, unparsable},
+    coverage::Coverage,
     oauth::challenge_of,
 };
 use quarry_ports::AccessTokens;
@@ -56,17 +61,32 @@ pub(crate) struct GuardedHttp {
     inner: reqwest::Client,
     refusals: Refusals,
     tokens: Option<Arc<dyn AccessTokens>>,
+    coverage: Arc<Coverage>,
 }
 
 type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
 
 impl GuardedHttp {
-    pub(crate) fn new(inner: reqwest::Client, tokens: Option<Arc<dyn AccessTokens>>) -> Self {
+    /// `inner`, sending what `tokens` holds, for a session whose subscriptions `coverage` holds.
+    pub(crate) fn new(
+        inner: reqwest::Client,
+        tokens: Option<Arc<dyn AccessTokens>>,
+        coverage: Arc<Coverage>,
+    ) -> Self {
         Self {
             inner,
             refusals: Refusals::default(),
             tokens,
+            coverage,
         }
+    }
+
+    /// A 404 to the session's id: the server forgot the session and what it subscribed to.
+    async fn noticed(&self, response: PostResult) -> PostResult {
+        if matches!(response, Err(StreamableHttpError::SessionExpired)) {
+            self.coverage.lost("the server forgot the session").await;
+        }
+        response
     }
 
     /// The header a GET or DELETE carries: the current token, if there is one.
@@ -168,6 +188,7 @@ impl StreamableHttpClient for GuardedHttp {
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await;
+        let response = self.noticed(response).await;
         self.guard(id, handshake, usize::MAX, response)
     }
 
@@ -201,6 +222,7 @@ impl StreamableHttpClient for GuardedHttp {
                 None,
             ),
         };
+        let response = self.noticed(response).await;
         if let Some(why) = gave_up {
             self.refusals.note(why.clone());
             let Some(id) = id.filter(|_| !handshake) else {

@@ -10,6 +10,7 @@
 mod answers;
 mod connector;
 mod correlated;
+mod coverage;
 mod eras;
 mod errors;
 mod handler;

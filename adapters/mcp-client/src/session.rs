@@ -29,11 +29,16 @@ use tokio::{process::Child, sync::Mutex};
 
 use crate::{
     correlated::Skipped,
+    coverage::Coverage,
     eras::is_modern,
     errors::from_service,
     handler::UpstreamHandler,
     listen::{self, Listens},
 };
+
+/// What a session's transport sees and tells it: listing entries it left out as malformed, and
+/// the loss of the session's subscriptions.
+pub(crate) type Seen = (Arc<SyncMutex<Skipped>>, Arc<Coverage>);
 
 /// A session: the rmcp service, its peer handle, and the child process behind it, if any.
 pub(crate) struct RmcpSession {
@@ -41,7 +46,8 @@ pub(crate) struct RmcpSession {
     peer: Peer<RoleClient>,
     offers_resources: bool,
     offers_subscriptions: bool,
-    subscribed: SyncMutex<HashSet<String>>,
+    /// What it subscribed to with `resources/subscribe` (2025-11-25).
+    coverage: Arc<Coverage>,
     max_content_bytes: u64,
     service: Mutex<Option<RunningService<RoleClient, UpstreamHandler>>>,
     child: Mutex<Option<Child>>,
@@ -71,7 +77,7 @@ impl RmcpSession {
         service: RunningService<RoleClient, UpstreamHandler>,
         child: Option<Child>,
         max_content_bytes: u64,
-        skipped: Arc<SyncMutex<Skipped>>,
+        (skipped, coverage): Seen,
         streams: &listen::Shared,
     ) -> Self {
         let peer = service.peer().clone();
@@ -103,7 +109,7 @@ impl RmcpSession {
             peer,
             offers_resources: resources.is_some(),
             offers_subscriptions: resources.is_some_and(|r| r.subscribe == Some(true)),
-            subscribed: SyncMutex::new(HashSet::new()),
+            coverage,
             max_content_bytes,
             service: Mutex::new(Some(service)),
             child: Mutex::new(child),
@@ -370,12 +376,7 @@ impl UpstreamSession for RmcpSession {
             // again would not change its mind.
             return listens.subscribe(&self.peer, uri, self.spec.timeout).await;
         }
-        let first = self
-            .subscribed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(uri.to_owned());
-        if first {
+        if self.coverage.claim(uri) {
             // 2025-11-25: resources/subscribe, which rmcp marks legacy.
             #[allow(deprecated)]
             let outcome = self
@@ -383,10 +384,7 @@ impl UpstreamSession for RmcpSession {
                 .await
                 .map(|()| true);
             if outcome.is_err() {
-                self.subscribed
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(uri);
+                self.coverage.release(uri);
             }
             return outcome;
         }
@@ -429,6 +427,9 @@ impl UpstreamSession for RmcpSession {
                 let _ = child.kill().await;
             }
         }
+        // Closed for good (a failed health check, an eviction, new credentials, shutdown): what
+        // it subscribed to is heard of no more.
+        self.coverage.lost("the session was closed").await;
     }
 }
 

@@ -12,6 +12,7 @@ mod cli;
 mod contract;
 mod eras;
 mod eras_upstream;
+mod forgotten;
 mod hostile;
 mod hostile_http;
 mod http;

@@ -52,7 +52,12 @@ impl UpstreamObserver for Heard {
     async fn unheard(&self, server: &ServerName) {
         // Reads in flight keep nothing: the stream lost may have been the one covering them.
         self.invalidator.unheard(server).await;
-        let Some(upstream) = self.upstream.upgrade() else {
+        // A server being closed or unregistered is not asked again.
+        let Some(upstream) = self
+            .upstream
+            .upgrade()
+            .filter(|u| !u.retired.is_cancelled())
+        else {
             return;
         };
         let invalidator = self.invalidator.clone();
@@ -60,6 +65,7 @@ impl UpstreamObserver for Heard {
             let mut wait = Duration::ZERO;
             loop {
                 tokio::select! {
+                    biased;
                     () = upstream.retired.cancelled() => return,
                     () = tokio::time::sleep(wait) => {}
                 }
