@@ -319,3 +319,28 @@ async fn a_stdio_sessions_streams_are_its_own() {
         .collect();
     assert!(unheard.is_empty(), "{unheard:?}");
 }
+
+// traces: CA-2 — a 2025-11-25 session that Quarry closes (a failed health check, an eviction)
+// takes its subscriptions with it: the observer hears that the server's announcements go unheard,
+// once. A session that subscribed to nothing leaves nothing unheard.
+#[tokio::test]
+async fn closing_a_legacy_session_that_subscribed_leaves_its_server_unheard() {
+    let args = FixtureArgs {
+        legacy: true,
+        ..FixtureArgs::default()
+    };
+    let (_server, idle, mut idle_heard) = watched(args.clone()).await;
+    idle.close().await;
+    let (_server, session, mut heard) = watched(args).await;
+    assert!(session.subscribe("fixture://counter").await.unwrap());
+    session.close().await;
+    let got = tokio::time::timeout(Duration::from_secs(10), heard.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, "unheard notes");
+    session.close().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(heard.try_recv().is_err(), "told once");
+    assert!(idle_heard.try_recv().is_err(), "nothing was subscribed");
+}
