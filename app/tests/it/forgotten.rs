@@ -1,14 +1,15 @@
 //! A 2025-11-25 upstream's subscriptions live in its session: a server that forgets the session
 //! (it restarted) forgets them too. Through the real binary: what Quarry cached of such a server
 //! is not served on after the server is seen to have forgotten the session, and what is read
-//! again is subscribed to again.
+//! again is subscribed to again. The same holds when one of a stdio server's processes exits while
+//! the others live on.
 
 use std::{net::SocketAddr, time::Duration};
 
 use quarry_testkit::fixture::{self, FixtureArgs, HttpFixture};
 use serde_json::{Value, json};
 
-use crate::support::{Client, call, gateway, http_server};
+use crate::support::{Client, call, call_error, call_raw, gateway, http_server, stdio_fixture};
 
 fn legacy() -> FixtureArgs {
     FixtureArgs {
@@ -83,3 +84,103 @@ async fn ca_2_a_restarted_upstream_leaves_nothing_cached_unheard() {
     let heard = read_until(&client, counter, "count=2\n").await;
     assert_eq!(heard["content"], "count=2\n", "{heard}");
 }
+
+/// The count in a read of `fixture://counter` (`count=N`).
+fn count(read: &Value) -> u64 {
+    let content = read["content"].as_str().unwrap_or_else(|| panic!("{read}"));
+    content
+        .trim()
+        .strip_prefix("count=")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{read}"))
+}
+
+/// How many reads of `uri` the fixture announced in `file`.
+fn announced(file: &std::path::Path, uri: &str) -> usize {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| *l == uri)
+        .count()
+}
+
+// traces: CA-2 — a 2025-11-25 upstream over stdio with two processes in its pool: the counter is
+// read, and so subscribed to, through the second (the first is busy), and that process exits
+// while the first lives on. Nobody is subscribed to the counter any more, so what was cached of
+// it is dropped and the counter subscribed to again: its changes keep being read.
+#[tokio::test(flavor = "multi_thread")]
+async fn ca_2_a_pooled_process_that_exits_leaves_nothing_cached_unheard() {
+    let dir = tempfile::tempdir().unwrap();
+    let reads = dir.path().join("reads");
+    let config = stdio_fixture(
+        "ticks",
+        &[
+            "--legacy",
+            "--tick-ms",
+            "200",
+            "--slow-ms",
+            "6000",
+            "--announce-reads",
+            reads.to_str().unwrap(),
+        ],
+    )
+    .replace("\n\n", "\npool_size = 2\n\n");
+    let client = std::sync::Arc::new(gateway(dir.path(), &config).await);
+    // Eight slow reads fill the first process (a process takes eight requests before the pool
+    // opens another), so the next read goes to a second one.
+    let slow: Vec<_> = (0..PER_PROCESS)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let slow =
+                    json!({"resource_uri": "mcp://ticks/fixture_3A//slow", "use_cache": false});
+                call_raw(&client, "read_mcp_resource", slow).await
+            })
+        })
+        .collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while announced(&reads, "fixture://slow") < PER_PROCESS {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slow reads never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let counter = "mcp://ticks/fixture_3A//counter";
+    let first = count(&read(&client, counter).await);
+    assert_eq!(announced(&reads, "fixture://counter"), 1);
+
+    // The least busy process is the second: it gets the crash.
+    let (code, _) = call_error(
+        &client,
+        "read_mcp_resource",
+        json!({"resource_uri": "mcp://ticks/fixture_3A//crash", "use_cache": false}),
+    )
+    .await;
+    assert_eq!(code, "E003");
+    let mut seen = vec![first];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while seen.len() < 3 && tokio::time::Instant::now() < deadline {
+        let (failed, got) = call_raw(
+            &client,
+            "read_mcp_resource",
+            json!({"resource_uri": counter}),
+        )
+        .await;
+        if !failed && seen.last() != Some(&count(&got)) {
+            seen.push(count(&got));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        seen.len() >= 3,
+        "the counter's changes went unheard after its process exited: read {seen:?} in 10 s"
+    );
+    for read in slow {
+        let (failed, got) = read.await.unwrap();
+        assert!(!failed, "a read on the process that lived on failed: {got}");
+    }
+}
+
+/// Requests a pooled upstream process takes before the pool opens another.
+const PER_PROCESS: usize = 8;
