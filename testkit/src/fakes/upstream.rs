@@ -25,6 +25,8 @@ pub struct FakeSession {
     pub reads: AtomicU32,
     /// Listings that reached it.
     pub lists: AtomicU32,
+    /// Subscriptions asked of it.
+    pub subscribes: AtomicU32,
     /// While set, reads time out, listings fail and pings fail.
     pub down: AtomicBool,
     /// Set once closed (or to make it look dead).
@@ -160,6 +162,7 @@ impl UpstreamSession for FakeSession {
     }
 
     async fn subscribe(&self, _uri: &str) -> Result<bool, UpstreamError> {
+        self.subscribes.fetch_add(1, Ordering::SeqCst);
         Ok(true)
     }
 

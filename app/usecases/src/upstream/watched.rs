@@ -3,7 +3,10 @@
 //! the server answers after a stream that carried announcements was lost.
 
 use std::{
-    sync::{Arc, Weak},
+    sync::{
+        Arc, Weak,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -26,6 +29,36 @@ const CHECK_AT_MOST: Duration = Duration::from_secs(30);
 pub(super) struct Heard {
     invalidator: Arc<Invalidator>,
     upstream: Weak<Upstream>,
+    check: Arc<Check>,
+}
+
+/// The one check at a time of a server whose announcements went unheard. When several of its
+/// sessions lose their subscriptions at once (the server restarted under a full pool), one
+/// check asks for the watched URIs again, not one per session; a loss told while a check is
+/// under way makes it go round once more.
+#[derive(Debug, Default)]
+struct Check {
+    /// Losses told so far.
+    losses: AtomicU64,
+    /// A check is under way.
+    running: AtomicBool,
+}
+
+impl Check {
+    /// Counts a loss; true when the caller is to start the check (none is under way).
+    fn lost(&self) -> bool {
+        self.losses.fetch_add(1, Ordering::SeqCst);
+        !self.running.swap(true, Ordering::SeqCst)
+    }
+
+    /// The check dealt with every loss up to `covered` (a count of [`Check::losses`]): true when
+    /// it is done, false when a loss told since is left to it.
+    fn settled(&self, covered: u64) -> bool {
+        self.running.store(false, Ordering::SeqCst);
+        // A loss told after `covered` either saw the check still running (and left it to this
+        // one: take it up again) or started a check of its own.
+        self.losses.load(Ordering::SeqCst) == covered || self.running.swap(true, Ordering::SeqCst)
+    }
 }
 
 impl Heard {
@@ -33,6 +66,7 @@ impl Heard {
         Arc::new(Self {
             invalidator,
             upstream,
+            check: Arc::default(),
         })
     }
 }
@@ -60,10 +94,14 @@ impl UpstreamObserver for Heard {
         else {
             return;
         };
-        let invalidator = self.invalidator.clone();
+        if !self.check.lost() {
+            return;
+        }
+        let (invalidator, check) = (self.invalidator.clone(), self.check.clone());
         tokio::spawn(async move {
             let mut wait = Duration::ZERO;
             loop {
+                let covered = check.losses.load(Ordering::SeqCst);
                 tokio::select! {
                     biased;
                     () = upstream.retired.cancelled() => return,
@@ -74,7 +112,11 @@ impl UpstreamObserver for Heard {
                 {
                     invalidator.forget_server(upstream.name()).await;
                     upstream.resubscribe(lease.session().as_ref()).await;
-                    return;
+                    if check.settled(covered) {
+                        return;
+                    }
+                    wait = Duration::ZERO;
+                    continue;
                 }
                 tracing::debug!(server = %upstream.name(), "a server whose announcements went unheard does not answer yet");
                 wait = (wait * 2).clamp(Duration::from_secs(1), CHECK_AT_MOST);
@@ -102,5 +144,28 @@ impl Upstream {
                 tracing::debug!(server = %self.name(), "subscribing a new session failed: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_check_at_a_time_and_a_loss_told_meanwhile_is_taken_up_again() {
+        let check = Check::default();
+        assert!(check.lost(), "the first loss starts the check");
+        let covered = check.losses.load(Ordering::SeqCst);
+        assert!(!check.lost(), "a second check while one is under way");
+        assert!(
+            !check.settled(covered),
+            "the loss told meanwhile was dropped"
+        );
+        let covered = check.losses.load(Ordering::SeqCst);
+        assert!(check.settled(covered));
+        assert!(
+            check.lost(),
+            "a loss after the check is done starts another"
+        );
     }
 }

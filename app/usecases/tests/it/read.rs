@@ -290,6 +290,29 @@ async fn ca_2_an_update_announcement_invalidates_the_cached_content() {
     assert_eq!(after.content.as_deref(), Some("updated"));
 }
 
+// traces: CA-2 — several sessions of one server losing their subscriptions at once (the server
+// restarted under a full pool) make one check, which asks for the watched URIs once; a loss told
+// after that check is done is checked again.
+#[tokio::test(start_paused = true)]
+async fn ca_2_losses_told_together_ask_for_the_watched_uris_once() {
+    let w = world().await;
+    w.service
+        .watch(&ResourceUri::parse(A).unwrap())
+        .await
+        .unwrap();
+    let asked = || w.docs.subscribes.load(Ordering::SeqCst);
+    let before = asked();
+    assert!(before >= 1, "the watch subscribed nothing");
+    let docs = ServerName::parse("docs").unwrap();
+    let observer = w.observer();
+    futures::future::join_all((0..5).map(|_| observer.unheard(&docs))).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(asked(), before + 1, "five losses, each asking again");
+    observer.unheard(&docs).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(asked(), before + 2, "a later loss was not checked");
+}
+
 // traces: AV-5 — with the upstream down, expired cached content is served, marked stale.
 // (The fake times out rather than refusing, so no retry schedule runs; the binary's test kills a
 // real process.)
