@@ -11,6 +11,10 @@ use serde_json::{Value, json};
 
 use crate::support::{Client, call, call_error, call_raw, gateway, http_server, stdio_fixture};
 
+/// Requests a pooled upstream process takes before the pool opens another (the pool's own
+/// bound).
+const PER_PROCESS: usize = 8;
+
 fn legacy() -> FixtureArgs {
     FixtureArgs {
         name: "notes".into(),
@@ -181,6 +185,3 @@ async fn ca_2_a_pooled_process_that_exits_leaves_nothing_cached_unheard() {
         assert!(!failed, "a read on the process that lived on failed: {got}");
     }
 }
-
-/// Requests a pooled upstream process takes before the pool opens another.
-const PER_PROCESS: usize = 8;
