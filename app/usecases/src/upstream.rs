@@ -90,7 +90,7 @@ pub(crate) struct Upstream {
     /// Upstream URIs agents subscribed to: asked of every new session.
     watched: Mutex<std::collections::BTreeSet<String>>,
     /// Who its sessions tell what they hear (one for all of them, so that they share streams).
-    heard: Arc<dyn UpstreamObserver>,
+    heard: Arc<watched::Heard>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -279,7 +279,7 @@ impl Upstream {
 
     /// A session, connecting if the pool needs one, whatever the circuit says.
     async fn lease_unchecked(&self) -> Result<Lease, UpstreamError> {
-        let observer = self.heard.clone();
+        let observer: Arc<dyn UpstreamObserver> = self.heard.clone();
         // A failure to connect is recorded by the caller (once), as for failed requests. The
         // credential is read (and opened) only when a session is opened.
         let connect = || async {
@@ -301,7 +301,10 @@ impl Upstream {
             lock(&self.status).connected = true;
         }
         if fresh == Fresh::ReplacesDead {
-            // Announcements may have been missed while no session was up.
+            // Announcements may have been missed while no session was up. The losses told so
+            // far need no check of their own: this drops the cache and asks for the watched
+            // URIs below.
+            self.heard.replaced_dead();
             self.wiring.invalidator.forget_server(self.name()).await;
         }
         if fresh != Fresh::Reused {

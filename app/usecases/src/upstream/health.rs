@@ -24,6 +24,19 @@ impl Upstream {
         }
     }
 
+    /// The first of `sessions` that answers a ping, asked one after the other.
+    pub(super) async fn first_answering(
+        &self,
+        sessions: Vec<Arc<dyn UpstreamSession>>,
+    ) -> Option<Arc<dyn UpstreamSession>> {
+        for session in sessions {
+            if self.still_answers(&session, None).await {
+                return Some(session);
+            }
+        }
+        None
+    }
+
     /// A request on `session` went past its deadline: the session takes no new requests while a
     /// ping (in the background, so the caller is answered now) tells whether it still answers.
     /// If it does, the timeout was about one resource; if not, the session is replaced and that

@@ -22,9 +22,10 @@ use crate::invalidation::Invalidator;
 const CHECK_AT_MOST: Duration = Duration::from_secs(30);
 
 /// What one upstream's sessions announce: told to the invalidator. When announcements may have
-/// gone unheard, what is cached of the server is dropped as soon as the server answers, and the
-/// URIs agents watch are asked for again. While it does not answer, its content stays cached, to
-/// be served stale; the session that replaces dead ones drops it once the server is back.
+/// gone unheard, what is cached of the server is dropped as soon as one of its live sessions
+/// answers a ping, and the URIs agents watch are asked for again. While none answers, its content
+/// stays cached, to be served stale; when none is left, the session that replaces them drops it
+/// once the server is back.
 #[derive(Debug)]
 pub(super) struct Heard {
     invalidator: Arc<Invalidator>,
@@ -42,6 +43,9 @@ struct Check {
     losses: AtomicU64,
     /// A check is under way.
     running: AtomicBool,
+    /// Losses told before the last session that replaced dead ones was opened: that session
+    /// dropped what was cached and asked for the watched URIs, so a check of them asks nothing.
+    replaced: AtomicU64,
 }
 
 impl Check {
@@ -49,6 +53,18 @@ impl Check {
     fn lost(&self) -> bool {
         self.losses.fetch_add(1, Ordering::SeqCst);
         !self.running.swap(true, Ordering::SeqCst)
+    }
+
+    /// Every loss told so far is covered by a session that replaces dead ones.
+    fn replaced(&self) {
+        self.replaced
+            .fetch_max(self.losses.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// Every loss up to `covered` (a count of [`Check::losses`]) is covered by a session that
+    /// replaced dead ones.
+    fn covered_by_replacement(&self, covered: u64) -> bool {
+        self.replaced.load(Ordering::SeqCst) >= covered
     }
 
     /// The check dealt with every loss up to `covered` (a count of [`Check::losses`]): true when
@@ -68,6 +84,12 @@ impl Heard {
             upstream,
             check: Arc::default(),
         })
+    }
+
+    /// A session that replaces dead ones was opened: it drops what is cached and asks for the
+    /// watched URIs, which covers every loss told so far.
+    pub(super) fn replaced_dead(&self) {
+        self.check.replaced();
     }
 }
 
@@ -107,11 +129,31 @@ impl UpstreamObserver for Heard {
                     () = upstream.retired.cancelled() => return,
                     () = tokio::time::sleep(wait) => {}
                 }
-                if let Ok(lease) = upstream.lease_unchecked().await
-                    && upstream.still_answers(&lease.session(), None).await
-                {
+                if check.covered_by_replacement(covered) {
+                    if check.settled(covered) {
+                        return;
+                    }
+                    wait = Duration::ZERO;
+                    continue;
+                }
+                let live = upstream.pool.live().await;
+                if live.is_empty() {
+                    // No session is left to ask. The one that replaces them drops what is
+                    // cached and asks for the watched URIs (`Fresh::ReplacesDead`), and the
+                    // supervisor opens it at once or on the circuit's schedule: this check
+                    // connects nothing itself, so a server that stays down is tried no more
+                    // often than the schedule says, and a server back at once is asked for
+                    // each watched URI once.
+                    upstream.wake.notify_one();
+                    if check.settled(covered) {
+                        return;
+                    }
+                    wait = Duration::ZERO;
+                    continue;
+                }
+                if let Some(session) = upstream.first_answering(live).await {
                     invalidator.forget_server(upstream.name()).await;
-                    upstream.resubscribe(lease.session().as_ref()).await;
+                    upstream.resubscribe(session.as_ref()).await;
                     if check.settled(covered) {
                         return;
                     }
@@ -166,6 +208,20 @@ mod tests {
         assert!(
             check.lost(),
             "a loss after the check is done starts another"
+        );
+    }
+
+    #[test]
+    fn a_replacement_covers_the_losses_told_before_it_and_no_later_one() {
+        let check = Check::default();
+        check.lost();
+        check.lost();
+        check.replaced();
+        assert!(check.covered_by_replacement(check.losses.load(Ordering::SeqCst)));
+        check.lost();
+        assert!(
+            !check.covered_by_replacement(check.losses.load(Ordering::SeqCst)),
+            "a loss told after the replacement needs its own check"
         );
     }
 }

@@ -16,6 +16,7 @@ mod retention;
 mod stampede;
 mod supervision;
 mod tokens;
+mod unheard;
 mod vault;
 
 use std::{

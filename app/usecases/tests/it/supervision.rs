@@ -51,7 +51,7 @@ async fn reads_retry_a_dead_connection_on_the_configured_schedule() {
     assert_eq!(started.elapsed(), Duration::from_secs(1 + 2 + 4));
 }
 
-fn service_with(
+pub(crate) fn service_with(
     connector: Arc<dyn UpstreamConnector>,
     store: Arc<dyn VersionStore>,
     supervision: Supervision,
