@@ -301,11 +301,7 @@ impl Upstream {
             lock(&self.status).connected = true;
         }
         if fresh == Fresh::ReplacesDead {
-            // Announcements may have been missed while no session was up. The losses told so
-            // far need no check of their own: this drops the cache and asks for the watched
-            // URIs below.
-            self.heard.replaced_dead();
-            self.wiring.invalidator.forget_server(self.name()).await;
+            self.replaced_dead().await;
         }
         if fresh != Fresh::Reused {
             self.resubscribe(lease.session().as_ref()).await;

@@ -85,12 +85,6 @@ impl Heard {
             check: Arc::default(),
         })
     }
-
-    /// A session that replaces dead ones was opened: it drops what is cached and asks for the
-    /// watched URIs, which covers every loss told so far.
-    pub(super) fn replaced_dead(&self) {
-        self.check.replaced();
-    }
 }
 
 #[async_trait]
@@ -176,6 +170,14 @@ impl Upstream {
     pub(crate) fn watched(&self, uri: &str) -> bool {
         let mut watched = lock(&self.watched);
         watched.contains(uri) || (watched.len() < MAX_WATCHED && watched.insert(uri.to_owned()))
+    }
+
+    /// A session that replaces dead ones was opened: announcements may have been missed while
+    /// no session was up, so what is cached of the server is dropped (and the caller asks the
+    /// new session for the watched URIs), which covers every loss told so far.
+    pub(super) async fn replaced_dead(&self) {
+        self.heard.check.replaced();
+        self.wiring.invalidator.forget_server(self.name()).await;
     }
 
     /// Subscribes a new session to every watched URI.
