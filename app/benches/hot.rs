@@ -16,6 +16,9 @@
 //! - `versions/unchanged_sighting`: what every uncached read of an unchanged resource asks of
 //!   the version store (a SQLite file, as `quarry serve` makes it): is this content the latest
 //!   version, still kept? Of a resource with three versions, at 1 KiB, 64 KiB and 1 MiB.
+//! - `versions/summaries`: what every listing asks of the version store for each server on its
+//!   page (each resource's latest version and first sighting), of a server with 100 resources
+//!   of one version each, at 1 KiB, 64 KiB and 1 MiB.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -229,9 +232,44 @@ fn versions(c: &mut Criterion) {
     group.finish();
 }
 
+fn summaries(c: &mut Criterion) {
+    use quarry_testkit::contract::versions::{at, text};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = Settings::defaults();
+    settings.store_path = Some(dir.path().join("quarry.db"));
+    let store = rt.block_on(compose::ports(&settings)).unwrap().versions;
+    let mut group = c.benchmark_group("versions/summaries");
+    for (label, n) in [
+        ("100x1KiB", 1024),
+        ("100x64KiB", 64 << 10),
+        ("100x1MiB", 1 << 20),
+    ] {
+        let server = ServerName::parse(&format!("s{}", label.to_lowercase())).unwrap();
+        for i in 0..100u8 {
+            let key = quarry_ports::ResourceKey::new(server.clone(), format!("file:///{i}"));
+            // Distinct contents and digests: one version each.
+            let body = char::from(b'a' + i % 26).to_string().repeat(n);
+            let digest = quarry_domain::Digest::new([i; 32]);
+            let recorded = rt
+                .block_on(store.record(&key, digest, &text(&body), at(i64::from(i))))
+                .unwrap();
+            assert!(recorded.is_new);
+        }
+        group.bench_function(label, |b| {
+            b.to_async(&rt).iter(|| async {
+                let known = store.summaries(&server).await.unwrap();
+                assert_eq!(known.len(), 100);
+                known
+            });
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = decision, encode, client_parse, audit, versions
+    targets = decision, encode, client_parse, audit, versions, summaries
 }
 criterion_main!(benches);

@@ -195,6 +195,15 @@ pub(crate) fn bench(with_peers: bool) -> Result<()> {
             human(lookup),
         );
     }
+    let mut summaries = Vec::new();
+    for size in SIZES {
+        let took = estimate(&root, &format!("versions_summaries/100x{size}"))?;
+        summaries.push(format!("{size} {}", human(took)));
+    }
+    println!(
+        "\nWhat a listing asks of the version store for a server of 100 resources with one version each (`versions/summaries`), by content size: {}\n",
+        summaries.join(", ")
+    );
     let invalidation = estimate(&root, "invalidation/resources_updated_to_evicted_http")?;
     let (sqlite, postgres, together) = (
         estimate(&root, "audit_append")?,

@@ -16,6 +16,8 @@ use crate::{SqliteStore, corrupt, failed, from_micros, micros};
 
 mod here;
 #[cfg(test)]
+mod layout;
+#[cfg(test)]
 mod tests;
 mod together;
 
@@ -103,7 +105,8 @@ const SEEN_AGAIN: &str =
     "UPDATE resource_versions SET seen_seq = ?1, content = COALESCE(content, ?2)
  WHERE server = ?3 AND uri = ?4 AND number = ?5";
 
-/// A new version, in the columns' order.
+/// A new version. The content (`?8`) is stored last in the row whatever the order here
+/// (migration 0011), so that no other column is reached through its overflow pages.
 const INSERT: &str = "INSERT INTO resource_versions
  (server, uri, number, digest, size, mime_type, is_text, content, created_at, seen_seq)
  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
