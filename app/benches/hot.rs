@@ -17,8 +17,9 @@
 //!   the version store (a SQLite file, as `quarry serve` makes it): is this content the latest
 //!   version, still kept? Of a resource with three versions, at 1 KiB, 64 KiB and 1 MiB.
 //! - `versions/summaries`: what every listing asks of the version store for each server on its
-//!   page (each resource's latest version and first sighting), of a server with 100 resources
-//!   of one version each, at 1 KiB, 64 KiB and 1 MiB.
+//!   page (each resource's latest version and first sighting): of a server with 100 resources
+//!   of one version each, at 1 KiB, 64 KiB and 1 MiB; and a page of 100, then all, of a server
+//!   with 10,000 resources of 1 KiB.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -246,8 +247,9 @@ fn summaries(c: &mut Criterion) {
         ("100x1MiB", 1 << 20),
     ] {
         let server = ServerName::parse(&format!("s{}", label.to_lowercase())).unwrap();
-        for i in 0..100u8 {
-            let key = quarry_ports::ResourceKey::new(server.clone(), format!("file:///{i}"));
+        let uris: Vec<String> = (0..100).map(|i| format!("file:///{i}")).collect();
+        for (i, uri) in (0..100u8).zip(&uris) {
+            let key = quarry_ports::ResourceKey::new(server.clone(), uri.clone());
             // Distinct contents and digests: one version each.
             let body = char::from(b'a' + i % 26).to_string().repeat(n);
             let digest = quarry_domain::Digest::new([i; 32]);
@@ -258,8 +260,36 @@ fn summaries(c: &mut Criterion) {
         }
         group.bench_function(label, |b| {
             b.to_async(&rt).iter(|| async {
-                let known = store.summaries(&server).await.unwrap();
+                let known = store.summaries(&server, &uris).await.unwrap();
                 assert_eq!(known.len(), 100);
+                known
+            });
+        });
+    }
+    // A page of 100 of a server with 10,000 resources that have versions, and all 10,000.
+    let server = ServerName::parse("s10000").unwrap();
+    let uris: Vec<String> = (0..10_000).map(|i| format!("file:///{i}")).collect();
+    for (i, uri) in uris.iter().enumerate() {
+        let key = quarry_ports::ResourceKey::new(server.clone(), uri.clone());
+        let mut digest = [0u8; 32];
+        digest[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        let body = format!("{i:>1024}");
+        rt.block_on(store.record(
+            &key,
+            quarry_domain::Digest::new(digest),
+            &text(&body),
+            at(i as i64),
+        ))
+        .unwrap();
+    }
+    for (label, asked) in [
+        ("page_of_100_of_10000x1KiB", &uris[..100]),
+        ("all_of_10000x1KiB", &uris[..]),
+    ] {
+        group.bench_function(label, |b| {
+            b.to_async(&rt).iter(|| async {
+                let known = store.summaries(&server, asked).await.unwrap();
+                assert_eq!(known.len(), asked.len());
                 known
             });
         });

@@ -81,6 +81,12 @@ pub trait VersionStore: Send + Sync + std::fmt::Debug {
     /// Every version of `key`, oldest first.
     async fn history(&self, key: &ResourceKey) -> Result<Vec<ResourceVersion>, StoreError>;
 
-    /// The latest version and first sighting of every resource of `server` that has versions.
-    async fn summaries(&self, server: &ServerName) -> Result<Vec<VersionSummary>, StoreError>;
+    /// The latest version and first sighting of each of `uris` (upstream URIs of `server`) that
+    /// has versions; the others are left out. A listing asks for the resources of its page only,
+    /// so its cost does not grow with everything the store holds for the server.
+    async fn summaries(
+        &self,
+        server: &ServerName,
+        uris: &[String],
+    ) -> Result<Vec<VersionSummary>, StoreError>;
 }

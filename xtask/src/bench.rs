@@ -200,9 +200,15 @@ pub(crate) fn bench(with_peers: bool) -> Result<()> {
         let took = estimate(&root, &format!("versions_summaries/100x{size}"))?;
         summaries.push(format!("{size} {}", human(took)));
     }
+    let (page, all) = (
+        estimate(&root, "versions_summaries/page_of_100_of_10000x1KiB")?,
+        estimate(&root, "versions_summaries/all_of_10000x1KiB")?,
+    );
     println!(
-        "\nWhat a listing asks of the version store for a server of 100 resources with one version each (`versions/summaries`), by content size: {}\n",
-        summaries.join(", ")
+        "\nWhat a listing asks of the version store for the resources of its page (`versions/summaries`): 100 resources with one version each, by content size: {}; a page of 100 of a server with 10,000 resources of 1 KiB {}, all 10,000 {}\n",
+        summaries.join(", "),
+        human(page),
+        human(all)
     );
     let invalidation = estimate(&root, "invalidation/resources_updated_to_evicted_http")?;
     let (sqlite, postgres, together) = (

@@ -262,13 +262,26 @@ impl VersionStore for PostgresStore {
         rows.iter().map(version_of).collect()
     }
 
-    async fn summaries(&self, server: &ServerName) -> Result<Vec<VersionSummary>, StoreError> {
+    async fn summaries(
+        &self,
+        server: &ServerName,
+        uris: &[String],
+    ) -> Result<Vec<VersionSummary>, StoreError> {
+        if uris.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Each asked URI's versions alone, whatever else the server has versions of.
         let rows = sqlx::query(
-            "SELECT uri, (array_agg(number ORDER BY seen_seq DESC))[1] AS latest,
-                    MIN(created_at) AS first_seen
-             FROM resource_versions WHERE server = $1 GROUP BY uri",
+            "SELECT asked.uri, latest.number AS latest, earliest.seen AS first_seen
+             FROM UNNEST($2::text[]) AS asked(uri)
+             CROSS JOIN LATERAL (SELECT number FROM resource_versions
+                                  WHERE server = $1 AND uri = asked.uri
+                                  ORDER BY seen_seq DESC LIMIT 1) AS latest
+             CROSS JOIN LATERAL (SELECT MIN(created_at) AS seen FROM resource_versions
+                                  WHERE server = $1 AND uri = asked.uri) AS earliest",
         )
         .bind(server.as_str())
+        .bind(uris)
         .fetch_all(&self.pool)
         .await
         .map_err(failed)?;

@@ -119,6 +119,18 @@ pub(crate) const LATEST: &str = "SELECT number, digest, size, created_at,
  FROM resource_versions WHERE server = ?1 AND uri = ?2
  ORDER BY seen_seq DESC LIMIT 1";
 
+/// The latest version and first sighting of each asked URI that has versions (`?1` server,
+/// `?2` the URIs as a JSON array): for each, one seek of the latest-version index and one of
+/// the primary key.
+pub(crate) const SUMMARIES: &str = "SELECT uri, latest, first_seen FROM (
+   SELECT asked.value AS uri,
+          (SELECT number FROM resource_versions l WHERE l.server = ?1 AND l.uri = asked.value
+            ORDER BY l.seen_seq DESC LIMIT 1) AS latest,
+          (SELECT MIN(created_at) FROM resource_versions f
+            WHERE f.server = ?1 AND f.uri = asked.value) AS first_seen
+   FROM json_each(?2) asked)
+ WHERE latest IS NOT NULL";
+
 /// The versions of a resource that still hold their content, newest sighting first.
 const KEPT: &str = "SELECT number, size FROM resource_versions
  WHERE server = ?1 AND uri = ?2 AND content IS NOT NULL ORDER BY seen_seq DESC";
@@ -396,18 +408,24 @@ impl VersionStore for SqliteStore {
         self.versions_of(key).await
     }
 
-    async fn summaries(&self, server: &ServerName) -> Result<Vec<VersionSummary>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT uri,
-                    (SELECT number FROM resource_versions l
-                      WHERE l.server = v.server AND l.uri = v.uri ORDER BY seen_seq DESC LIMIT 1) AS latest,
-                    MIN(created_at) AS first_seen
-             FROM resource_versions v WHERE server = ? GROUP BY uri",
-        )
-        .bind(server.as_str())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(failed)?;
+    async fn summaries(
+        &self,
+        server: &ServerName,
+        uris: &[String],
+    ) -> Result<Vec<VersionSummary>, StoreError> {
+        if uris.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The URIs as one JSON array, one row each: two seeks a URI, whatever else the server
+        // has versions of.
+        // (A list of strings always serialises.)
+        let asked = serde_json::to_string(uris).unwrap_or_default();
+        let rows = sqlx::query(SUMMARIES)
+            .bind(server.as_str())
+            .bind(asked)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(failed)?;
         rows.iter()
             .map(|row| {
                 let latest: i64 = row.try_get("latest").map_err(failed)?;

@@ -152,14 +152,22 @@ impl ResourceService {
             candidates.retain(|_| keep.next().unwrap_or(false));
         }
         let page = sort_and_page(candidates, &query);
-        let mut versions: HashMap<ServerName, HashMap<String, (VersionNumber, Timestamp)>> =
+        // The versions of the page's resources, asked of the store once per server.
+        let mut on_page: HashMap<&ServerName, Vec<String>> = HashMap::new();
+        for c in &page.items {
+            on_page
+                .entry(c.upstream.name())
+                .or_default()
+                .push(c.entry.resource.uri.clone());
+        }
+        let mut versions: HashMap<&ServerName, HashMap<String, (VersionNumber, Timestamp)>> =
             HashMap::new();
+        for (name, uris) in on_page {
+            versions.insert(name, self.known_versions(name, &uris).await);
+        }
         let mut resources = Vec::with_capacity(page.items.len());
         for c in &page.items {
             let name = c.upstream.name();
-            if !versions.contains_key(name) {
-                versions.insert(name.clone(), self.known_versions(name).await);
-            }
             let Some(mut resource) = self.to_resource(c.upstream, c.entry) else {
                 continue;
             };
@@ -189,13 +197,14 @@ impl ResourceService {
         })
     }
 
-    /// The latest version and first sighting of each resource of `server` that has versions; a
-    /// failing store leaves them out (logged) rather than failing the listing.
+    /// The latest version and first sighting of each of `uris` (of `server`) that has versions;
+    /// a failing store leaves them out (logged) rather than failing the listing.
     async fn known_versions(
         &self,
         server: &ServerName,
+        uris: &[String],
     ) -> HashMap<String, (VersionNumber, Timestamp)> {
-        match self.versions.summaries(server).await {
+        match self.versions.summaries(server, uris).await {
             Ok(s) => s
                 .into_iter()
                 .map(|v| (v.upstream_uri, (v.latest, v.first_seen)))

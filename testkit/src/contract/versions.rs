@@ -131,11 +131,14 @@ async fn a_new_digest_is_the_next_version_and_an_old_one_maps_back<S: VersionSto
             .collect::<Vec<_>>(),
         ["v1", "v2"]
     );
+    let docs = ServerName::parse("docs").unwrap();
+    let asked = |uris: &[&str]| uris.iter().map(|u| (*u).to_owned()).collect::<Vec<_>>();
     let summary = store
-        .summaries(&ServerName::parse("docs").unwrap())
+        .summaries(&docs, &asked(&["file:///a", "file:///never-read"]))
         .await
         .unwrap();
-    assert_eq!(summary.len(), 1);
+    assert_eq!(summary.len(), 1, "a URI without versions is left out");
+    assert_eq!(summary[0].upstream_uri, "file:///a");
     assert_eq!(
         summary[0].latest, "v1",
         "the latest is the most recently seen"
@@ -147,6 +150,24 @@ async fn a_new_digest_is_the_next_version_and_an_old_one_maps_back<S: VersionSto
         .await
         .unwrap();
     assert_eq!(other.version.version, "v1");
+    // Only the URIs asked for are summarised.
+    let only_b = store
+        .summaries(&docs, &asked(&["file:///b"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        only_b
+            .iter()
+            .map(|s| (s.upstream_uri.as_str(), s.first_seen))
+            .collect::<Vec<_>>(),
+        [("file:///b", at(30))]
+    );
+    let both = store
+        .summaries(&docs, &asked(&["file:///a", "file:///b"]))
+        .await
+        .unwrap();
+    assert_eq!(both.len(), 2);
+    assert!(store.summaries(&docs, &[]).await.unwrap().is_empty());
 }
 
 // traces: REQ-071-024, SR-001.2 — by number and by etag.

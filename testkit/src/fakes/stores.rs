@@ -47,6 +47,8 @@ pub struct FakeVersionStore {
     resources: Mutex<HashMap<ResourceKey, Vec<StoredVersion>>>,
     seen: Mutex<u64>,
     down: AtomicBool,
+    /// The URIs each `summaries` call asked for, in order.
+    pub summarised: Mutex<Vec<Vec<String>>>,
 }
 
 impl FakeVersionStore {
@@ -182,11 +184,18 @@ impl VersionStore for FakeVersionStore {
         Ok(all)
     }
 
-    async fn summaries(&self, server: &ServerName) -> Result<Vec<VersionSummary>, StoreError> {
+    async fn summaries(
+        &self,
+        server: &ServerName,
+        uris: &[String],
+    ) -> Result<Vec<VersionSummary>, StoreError> {
         check(&self.down)?;
+        lock(&self.summarised).push(uris.to_vec());
         Ok(lock(&self.resources)
             .iter()
-            .filter(|(k, vs)| &k.server == server && !vs.is_empty())
+            .filter(|(k, vs)| {
+                &k.server == server && uris.contains(&k.upstream_uri) && !vs.is_empty()
+            })
             .filter_map(|(k, vs)| {
                 let latest = vs.iter().max_by_key(|v| v.seen)?;
                 let first = vs.iter().map(|v| v.version.created_at).min()?;

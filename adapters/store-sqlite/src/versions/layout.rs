@@ -113,7 +113,8 @@ async fn a_file_from_before_the_content_moved_keeps_every_version() {
     assert_eq!(kept.unwrap().bytes(), big.as_bytes());
     let (_, bee) = store.find(&b, &v1).await.unwrap().unwrap();
     assert_eq!(bee.unwrap().bytes(), b"bee");
-    let mut summaries = store.summaries(&a.server).await.unwrap();
+    let asked = [a.upstream_uri.clone(), b.upstream_uri.clone()];
+    let mut summaries = store.summaries(&a.server, &asked).await.unwrap();
     summaries.sort_by(|x, y| x.upstream_uri.cmp(&y.upstream_uri));
     let seen: Vec<_> = summaries
         .iter()

@@ -27,6 +27,41 @@ async fn listings_report_versions_once_known() {
     assert_eq!(big.version, None, "never read, so no version yet");
 }
 
+// traces: REQ-071-011 — a page of a listing asks the version store for its own
+// resources only, so its cost does not grow with everything the store holds for the server.
+#[tokio::test]
+async fn a_page_asks_the_version_store_for_its_own_resources_only() {
+    let w = world().await;
+    w.service.read_resource(read(A)).await.unwrap();
+    w.service
+        .read_resource(read("mcp://docs/file_3A///big.bin"))
+        .await
+        .ok();
+    let page = |offset| ListQuery {
+        server: Some(ServerSelector::new("docs").unwrap()),
+        limit: quarry_domain::PageLimit::new(1).unwrap(),
+        offset,
+        ..ListQuery::default()
+    };
+    let first = w.service.list_resources(page(0)).await.unwrap();
+    let second = w.service.list_resources(page(1)).await.unwrap();
+    let asked = w.versions.summarised.lock().unwrap().clone();
+    let listed = |l: &quarry_domain::ListResourcesResult| {
+        l.resources
+            .iter()
+            .map(|r| r.uri.upstream().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(asked, [listed(&first), listed(&second)]);
+    assert_ne!(listed(&first), listed(&second));
+    let a = [first.resources, second.resources]
+        .concat()
+        .into_iter()
+        .find(|r| r.uri.as_str() == A)
+        .unwrap();
+    assert_eq!(a.version.map(|v| v.to_string()).as_deref(), Some("v1"));
+}
+
 // traces: REQ-071-016, REQ-071-017, REQ-071-018, SR-002.4 — listings are cached apart from content.
 #[tokio::test]
 async fn listings_are_cached_counted_and_bypassable() {
