@@ -2,7 +2,7 @@
 //! (it restarted) forgets them too. Through the real binary: what Quarry cached of such a server
 //! is not served on after the server is seen to have forgotten the session, and what is read
 //! again is subscribed to again. The same holds when one of a stdio server's processes exits while
-//! the others live on.
+//! the others live on, and when its only process is killed while no request is made.
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -184,4 +184,63 @@ async fn ca_2_a_pooled_process_that_exits_leaves_nothing_cached_unheard() {
         let (failed, got) = read.await.unwrap();
         assert!(!failed, "a read on the process that lived on failed: {got}");
     }
+}
+
+// traces: CA-2, AV-1 — a 2025-11-25 upstream over stdio with one process, a resource of which an
+// agent subscribed to: the process is killed while no request is made. Nothing but the gateway's
+// own supervision can start another, and it does at once (not at its next health check, a
+// minute later): the agent hears the resource's changes again.
+#[tokio::test(flavor = "multi_thread")]
+async fn ca_2_the_only_process_killed_under_a_subscription_is_replaced_at_once() {
+    use rmcp::model::SubscribeRequestParams;
+    use tokio::sync::mpsc;
+
+    use crate::subscriptions::{Hears, hear};
+
+    let dir = tempfile::tempdir().unwrap();
+    // What marks this test's upstream processes among every process of the machine.
+    let marker = dir.path().join("reads");
+    let config = stdio_fixture(
+        "ticks",
+        &[
+            "--legacy",
+            "--tick-ms",
+            "200",
+            "--announce-reads",
+            marker.to_str().unwrap(),
+        ],
+    );
+    let (heard, mut hearing) = mpsc::unbounded_channel();
+    let client = crate::support::gateway_for(dir.path(), &config, Hears(heard)).await;
+    let counter = "mcp://ticks/fixture_3A//counter";
+    #[allow(deprecated)]
+    client
+        .peer()
+        .subscribe(SubscribeRequestParams::new(counter))
+        .await
+        .unwrap();
+    hear(&mut hearing, counter).await;
+    let live = |marker: &std::path::Path| -> Vec<u32> {
+        quarry_testkit::procs::with_cmdline(marker.to_str().unwrap())
+            .into_iter()
+            .filter(|(_, zombie)| !zombie)
+            .map(|(pid, _)| pid)
+            .collect()
+    };
+    let before = live(&marker);
+    assert_eq!(before.len(), 1, "one upstream process: {before:?}");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &before[0].to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // What the killed process announced before it died is not what this waits for.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    while hearing.try_recv().is_ok() {}
+    hear(&mut hearing, counter).await;
+    let after = live(&marker);
+    assert!(
+        after.len() == 1 && after != before,
+        "the process was not replaced: {before:?}, then {after:?}"
+    );
 }
