@@ -12,6 +12,7 @@ mod errors;
 mod idempotency;
 mod registry;
 mod sessions;
+mod upgrade;
 mod vault;
 mod versions;
 
@@ -92,7 +93,7 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
-        let store = Self::migrate(pool, retention).await?;
+        let store = Self::migrate(pool, retention, Some(path)).await?;
         let direct = Direct::open(path)
             .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
         *store.writer.lock().await = Some(direct);
@@ -117,14 +118,46 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(failed)?;
-        Self::migrate(pool, retention).await
+        Self::migrate(pool, retention, None).await
     }
 
-    async fn migrate(pool: SqlitePool, retention: Retention) -> Result<Self, StoreError> {
-        sqlx::migrate!("./migrations")
+    /// Brings the schema up to date. Upgrading a file made by an earlier release is said in the
+    /// log before and after: a step that rewrites a table (0011) takes minutes on a large store.
+    async fn migrate(
+        pool: SqlitePool,
+        retention: Retention,
+        path: Option<&Path>,
+    ) -> Result<Self, StoreError> {
+        let migrator = sqlx::migrate!("./migrations");
+        let upgrade = match path {
+            Some(path) => upgrade::pending(&pool, &migrator)
+                .await
+                .map(|steps| (path, steps)),
+            None => None,
+        };
+        let started = std::time::Instant::now();
+        if let Some((path, steps)) = &upgrade {
+            // A warning, so that every command shows it (only `quarry serve` logs at `info` by
+            // default): a command that seems to hang for minutes is worse than a line too many.
+            tracing::warn!(
+                "upgrading the store {} ({}): once, and on a large store it can take minutes; \
+                 stopping meanwhile is safe (an unfinished step is undone and made again at the \
+                 next start)",
+                path.display(),
+                steps.join("; ")
+            );
+        }
+        migrator
             .run(&pool)
             .await
             .map_err(|e| corrupt(format!("migrating the store: {e}")))?;
+        if let Some((path, _)) = &upgrade {
+            tracing::info!(
+                "the store {} is upgraded ({:.1} s)",
+                path.display(),
+                started.elapsed().as_secs_f64()
+            );
+        }
         Ok(Self {
             pool,
             retention,
