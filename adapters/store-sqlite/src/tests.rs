@@ -15,6 +15,20 @@ pub(crate) async fn file_store() -> (tempfile::TempDir, SqliteStore) {
     (dir, store)
 }
 
+/// A file at `path` as a release that had migrations up to `last` (a version) left it: the
+/// schema of then, no row yet. The caller fills it and opens it with the store of now.
+pub(crate) async fn migrated_up_to(path: &std::path::Path, last: i64) {
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true);
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    let all = sqlx::migrate!("./migrations");
+    let mut old = sqlx::migrate::Migrator::DEFAULT;
+    old.migrations = all.iter().filter(|m| m.version <= last).cloned().collect();
+    old.run(&pool).await.unwrap();
+    pool.close().await;
+}
+
 /// Two stores on one file: two processes, as far as SQLite is concerned.
 async fn two_on(path: &std::path::Path) -> (SqliteStore, SqliteStore) {
     let one = SqliteStore::open(path, Retention::default()).await.unwrap();
@@ -137,14 +151,10 @@ mod registry {
         let path = dir.path().join("old.db");
         {
             // A store as the 0002 schema left it, with one recorded result.
-            let options = sqlx::sqlite::SqliteConnectOptions::new()
-                .filename(&path)
-                .create_if_missing(true);
-            let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-            let all = sqlx::migrate!("./migrations");
-            let mut old = sqlx::migrate::Migrator::DEFAULT;
-            old.migrations = all.iter().filter(|m| m.version <= 2).cloned().collect();
-            old.run(&pool).await.unwrap();
+            super::migrated_up_to(&path, 2).await;
+            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+                .await
+                .unwrap();
             sqlx::query("INSERT INTO idempotency VALUES ('t', 'k', 'd', '{\"n\":1}', 5)")
                 .execute(&pool)
                 .await

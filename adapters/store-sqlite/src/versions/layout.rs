@@ -47,24 +47,9 @@ async fn the_content_is_stored_after_every_other_column() {
 async fn a_file_from_before_the_content_moved_keeps_every_version() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q.db");
-    // The migrations as they were before 0011.
-    let before = dir.path().join("migrations");
-    std::fs::create_dir(&before).unwrap();
-    let all = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-    for entry in std::fs::read_dir(&all).unwrap() {
-        let name = entry.unwrap().file_name();
-        if name.to_string_lossy().as_ref() < "0011" {
-            std::fs::copy(all.join(&name), before.join(&name)).unwrap();
-        }
-    }
-    let url = format!("sqlite://{}?mode=rwc", path.display());
+    crate::tests::migrated_up_to(&path, 10).await;
+    let url = format!("sqlite://{}", path.display());
     let mut conn = SqliteConnection::connect(&url).await.unwrap();
-    sqlx::migrate::Migrator::new(before.as_path())
-        .await
-        .unwrap()
-        .run(&mut conn)
-        .await
-        .unwrap();
     let (a, b) = (key("file:///a"), key("file:///b"));
     let big = "x".repeat(100_000);
     // (key, number, content, first seen, sighting)
