@@ -120,16 +120,20 @@ pub(crate) const LATEST: &str = "SELECT number, digest, size, created_at,
  ORDER BY seen_seq DESC LIMIT 1";
 
 /// The latest version and first sighting of each asked URI that has versions (`?1` server,
-/// `?2` the URIs as a JSON array): for each, one seek of the latest-version index and one of
-/// the primary key.
-pub(crate) const SUMMARIES: &str = "SELECT uri, latest, first_seen FROM (
+/// `?2` the URIs as a JSON array): for each, one seek of the latest-version index for the
+/// latest and one for the first sighting. Materialised, so that the outer `WHERE` does not
+/// evaluate the latest a second time (SQLite would otherwise flatten the subquery and repeat
+/// it); and asked only when the server has versions at all (one seek), so that a listing of a
+/// server never read costs no look-up per URI.
+pub(crate) const SUMMARIES: &str = "WITH asked_for AS MATERIALIZED (
    SELECT asked.value AS uri,
           (SELECT number FROM resource_versions l WHERE l.server = ?1 AND l.uri = asked.value
             ORDER BY l.seen_seq DESC LIMIT 1) AS latest,
           (SELECT MIN(created_at) FROM resource_versions f
             WHERE f.server = ?1 AND f.uri = asked.value) AS first_seen
-   FROM json_each(?2) asked)
- WHERE latest IS NOT NULL";
+   FROM json_each(?2) asked
+   WHERE EXISTS (SELECT 1 FROM resource_versions v WHERE v.server = ?1))
+ SELECT uri, latest, first_seen FROM asked_for WHERE latest IS NOT NULL";
 
 /// The versions of a resource that still hold their content, newest sighting first.
 const KEPT: &str = "SELECT number, size FROM resource_versions

@@ -334,3 +334,70 @@ async fn the_latest_version_is_found_by_one_index_seek() {
         "{plan:?}"
     );
 }
+
+/// A listing's page asks for the summaries of up to 1,000 URIs: each URI costs one seek for
+/// its latest version and one for its first sighting, not a third (the latest evaluated again
+/// by the outer filter), and none at all when the server has no versions (one seek says so).
+#[tokio::test]
+async fn summaries_seek_twice_a_uri_and_not_at_all_for_a_server_without_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.db");
+    let store = SqliteStore::open(&path, Retention::default())
+        .await
+        .unwrap();
+    let k = key("file:///a");
+    store
+        .record(&k, digest_of("one"), &text("one"), at(0))
+        .await
+        .unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let plan: Vec<String> = conn
+        .prepare(&format!(
+            "EXPLAIN QUERY PLAN {}",
+            crate::versions::SUMMARIES
+        ))
+        .unwrap()
+        .query_map(rusqlite::params![k.server.as_str(), "[]"], |r| {
+            r.get::<_, String>(3)
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let per_uri = plan
+        .iter()
+        .filter(|step| step.contains("(server=? AND uri=?)"))
+        .count();
+    assert_eq!(per_uri, 2, "{plan:#?}");
+    assert!(
+        plan.iter()
+            .any(|step| step.contains("INDEX") && step.ends_with("(server=?)")),
+        "no check that the server has versions: {plan:#?}"
+    );
+
+    // The work itself: SQLite's virtual machine steps for 1,000 URIs of a server with no
+    // versions against 1 URI of it: about 5 a URI to go through the list, against about 39 when
+    // each is looked up.
+    let steps = |server: &str, n: usize| {
+        let uris: Vec<String> = std::iter::once("file:///a".to_owned())
+            .chain((1..n).map(|i| format!("file:///{i}")))
+            .collect();
+        let mut stmt = conn.prepare(crate::versions::SUMMARIES).unwrap();
+        let rows = stmt
+            .query_map(
+                rusqlite::params![server, serde_json::to_string(&uris).unwrap()],
+                |_| Ok(()),
+            )
+            .unwrap()
+            .count();
+        (rows, stmt.get_status(rusqlite::StatementStatus::VmStep))
+    };
+    let (found, _) = steps(k.server.as_str(), 1_000);
+    assert_eq!(found, 1, "file:///a has versions");
+    let (none, one) = steps("never-read", 1);
+    let (none_either, thousand) = steps("never-read", 1_000);
+    assert_eq!((none, none_either), (0, 0));
+    assert!(
+        thousand < one + 1_000 * 20,
+        "{thousand} steps for 1,000 URIs of a server without versions, {one} for one"
+    );
+}
