@@ -301,16 +301,23 @@ async fn a_batch_that_meets_another_process_lock_is_recorded_by_the_pool() {
     }
 }
 
+/// The steps of SQLite's plan for `sql` with `params`, as `EXPLAIN QUERY PLAN` words them.
+fn plan_of(conn: &rusqlite::Connection, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
+    conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .unwrap()
+        .query_map(params, |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
 /// The look-up made on every fresh fetch is one seek of the latest-version index: no version's
 /// content is put in a temporary B-tree to be sorted (which took 0.7 ms for three versions of
 /// 1 MiB), whatever the file holds.
 #[tokio::test]
 async fn the_latest_version_is_found_by_one_index_seek() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, store) = file_store().await;
     let path = dir.path().join("q.db");
-    let store = SqliteStore::open(&path, Retention::default())
-        .await
-        .unwrap();
     let k = key("file:///a");
     for (n, body) in ["one", "two", "three"].into_iter().enumerate() {
         store
@@ -319,15 +326,11 @@ async fn the_latest_version_is_found_by_one_index_seek() {
             .unwrap();
     }
     let conn = rusqlite::Connection::open(&path).unwrap();
-    let plan: Vec<String> = conn
-        .prepare(&format!("EXPLAIN QUERY PLAN {}", crate::versions::LATEST))
-        .unwrap()
-        .query_map(rusqlite::params![k.server.as_str(), k.upstream_uri], |r| {
-            r.get::<_, String>(3)
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let plan = plan_of(
+        &conn,
+        crate::versions::LATEST,
+        rusqlite::params![k.server.as_str(), k.upstream_uri],
+    );
     assert_eq!(
         plan,
         ["SEARCH resource_versions USING INDEX resource_versions_latest (server=? AND uri=?)"],
@@ -340,29 +343,19 @@ async fn the_latest_version_is_found_by_one_index_seek() {
 /// by the outer filter), and none at all when the server has no versions (one seek says so).
 #[tokio::test]
 async fn summaries_seek_twice_a_uri_and_not_at_all_for_a_server_without_versions() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, store) = file_store().await;
     let path = dir.path().join("q.db");
-    let store = SqliteStore::open(&path, Retention::default())
-        .await
-        .unwrap();
     let k = key("file:///a");
     store
         .record(&k, digest_of("one"), &text("one"), at(0))
         .await
         .unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
-    let plan: Vec<String> = conn
-        .prepare(&format!(
-            "EXPLAIN QUERY PLAN {}",
-            crate::versions::SUMMARIES
-        ))
-        .unwrap()
-        .query_map(rusqlite::params![k.server.as_str(), "[]"], |r| {
-            r.get::<_, String>(3)
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let plan = plan_of(
+        &conn,
+        crate::versions::SUMMARIES,
+        rusqlite::params![k.server.as_str(), "[]"],
+    );
     let per_uri = plan
         .iter()
         .filter(|step| step.contains("(server=? AND uri=?)"))
