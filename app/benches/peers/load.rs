@@ -238,7 +238,11 @@ pub(crate) async fn concurrent(dir: &Path, out: &mut Vec<Value>) -> Result<()> {
         eprintln!("peers: {clients} concurrent clients over HTTP");
         let each = (1000 / clients).max(8);
         let group = format!("{clients} concurrent clients reading 1 KiB, HTTP");
-        for (name, kind, gateway, s) in &served {
+        // Every target's sessions are opened first and its rounds interleaved with the others',
+        // as in the sequential rows: a slow spell of the machine then falls on one round of
+        // each target rather than on every round of one.
+        let mut targets = Vec::with_capacity(served.len());
+        for (_, _, gateway, s) in &served {
             let uri = if *gateway {
                 fixture.through_quarry(uri)
             } else {
@@ -246,15 +250,19 @@ pub(crate) async fn concurrent(dir: &Path, out: &mut Vec<Value>) -> Result<()> {
             };
             let mut open = sessions(&s.url, clients, false).await?;
             open[0].read(&uri).await?;
-            let mut samples = Samples::default();
-            let mut throughput = Vec::new();
-            for _ in 0..3 {
-                let (back, lat, errors, wall) = together(open, &uri, each).await?;
-                open = back;
+            targets.push((uri, Some(open), Samples::default(), Vec::new()));
+        }
+        for _ in 0..3 {
+            for (uri, open, samples, throughput) in &mut targets {
+                let sessions = open.take().context("the target's sessions")?;
+                let (back, lat, errors, wall) = together(sessions, uri, each).await?;
+                *open = Some(back);
                 throughput.push(lat.len() as f64 / wall.as_secs_f64());
                 samples.errors += errors;
                 *samples.round() = lat;
             }
+        }
+        for ((name, kind, ..), (_, _, samples, mut throughput)) in served.iter().zip(targets) {
             throughput.sort_by(f64::total_cmp);
             let mut r = row(&group, name, kind, samples.figures());
             r["reads_per_s"] = json!(throughput[throughput.len() / 2].round());
