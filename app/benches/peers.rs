@@ -334,7 +334,7 @@ async fn main() -> Result<()> {
     });
     println!(
         "{}",
-        json!({"rows": rows, "burst": burst, "versions": versions, "rounds": ROUNDS, "seconds": started.elapsed().as_secs()})
+        json!({"rows": rows, "burst": burst, "versions": versions, "rounds": ROUNDS, "concurrent_rounds": load::CONCURRENT_ROUNDS, "seconds": started.elapsed().as_secs()})
     );
     Ok(())
 }

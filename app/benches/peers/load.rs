@@ -204,6 +204,9 @@ async fn together(
     Ok((back, lat, errors, started.elapsed()))
 }
 
+/// Rounds of each concurrent row (each round is about 1,000 reads a target).
+pub(crate) const CONCURRENT_ROUNDS: usize = 3;
+
 /// Throughput and p99 of 1, 16 and 256 clients reading a cached 1 KiB resource together.
 pub(crate) async fn concurrent(dir: &Path, out: &mut Vec<Value>) -> Result<()> {
     let fixture = Upstream::Fixture { resources: 0 };
@@ -252,7 +255,7 @@ pub(crate) async fn concurrent(dir: &Path, out: &mut Vec<Value>) -> Result<()> {
             open[0].read(&uri).await?;
             targets.push((uri, Some(open), Samples::default(), Vec::new()));
         }
-        for _ in 0..3 {
+        for _ in 0..CONCURRENT_ROUNDS {
             for (uri, open, samples, throughput) in &mut targets {
                 let sessions = open.take().context("the target's sessions")?;
                 let (back, lat, errors, wall) = together(sessions, uri, each).await?;

@@ -85,7 +85,7 @@ fn render(figures: &Value, seen: &Seen) -> Result<String> {
     let v = &figures["versions"];
     writeln!(
         out,
-        "\nMade by `cargo xtask bench --peers` on {} at commit {commit}: {} cores ({cpu}), Node {}, server-everything {}, mcp-proxy {}, supergateway {}. Each row is {} rounds, interleaved across the targets; p50 and p99 are over all of a row's samples, and the rounds' own medians show the spread. The bench took {} s.\n",
+        "\nMade by `cargo xtask bench --peers` on {} at commit {commit}: {} cores ({cpu}), Node {}, server-everything {}, mcp-proxy {}, supergateway {}. Each row is {} rounds ({} for the concurrent clients' rows), interleaved across the targets; p50 and p99 are over all of a row's samples, and the rounds' own medians show the spread. The bench took {} s.\n",
         chrono_date(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         v["node"].as_str().unwrap_or("?"),
@@ -93,6 +93,7 @@ fn render(figures: &Value, seen: &Seen) -> Result<String> {
         v["mcp-proxy"].as_str().unwrap_or("?"),
         v["supergateway"].as_str().unwrap_or("?"),
         figures["rounds"],
+        figures["concurrent_rounds"],
         figures["seconds"],
     )?;
     bars(&mut out, rows, figures, seen)?;

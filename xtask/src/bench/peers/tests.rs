@@ -28,6 +28,7 @@ fn figures(quarry_1k: f64) -> Value {
         "burst": {"sessions": burst(100.0), "stateless": burst(500.0)},
         "versions": {"node": "v20", "server-everything": "x", "mcp-proxy": "y", "supergateway": "z"},
         "rounds": 5,
+        "concurrent_rounds": 3,
         "seconds": 1,
     })
 }
@@ -58,6 +59,15 @@ fn rows_are_ratios_of_the_direct_read_and_of_the_best_peer() {
         page.contains(
             "cached 1 KiB over HTTP faster than the direct read | 250.0 µs against 400.0 µs | yes |"
         ),
+        "{page}"
+    );
+}
+
+#[test]
+fn the_header_gives_the_rounds_of_each_kind_of_row() {
+    let page = render(&figures(250.0), &seen()).unwrap();
+    assert!(
+        page.contains("Each row is 5 rounds (3 for the concurrent clients' rows), interleaved"),
         "{page}"
     );
 }
