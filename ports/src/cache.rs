@@ -1,5 +1,7 @@
 //! The content cache port: what was fetched, kept for a while, bounded by bytes.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use quarry_domain::{Content, Digest, Principal, ResourceVersion, ServerName, Timestamp};
 
@@ -8,8 +10,9 @@ use crate::ResourceKey;
 /// Content as the cache keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachedContent {
-    /// The content.
-    pub content: Content,
+    /// The content, shared: a hit hands out the same bytes rather than a copy of them (made
+    /// under the cache's lock, and a megabyte's worth for a large resource).
+    pub content: Arc<Content>,
     /// SHA-256 of the content's bytes when it was fetched: a hit is re-hashed against it, so a
     /// corrupted entry is detected instead of served.
     pub digest: Digest,

@@ -40,7 +40,7 @@ fn main() {
             seed ^= seed << 17;
             let size = 1024 + (seed % (1024 * 1024)) as usize;
             let entry = CachedContent {
-                content: Content { mime_type: Some("application/octet-stream".into()), body: Body::Blob(vec![(i % 251) as u8; size]) },
+                content: std::sync::Arc::new(Content { mime_type: Some("application/octet-stream".into()), body: Body::Blob(vec![(i % 251) as u8; size]) }),
                 digest: Digest::new([0; 32]),
                 version: None,
                 partition: None,

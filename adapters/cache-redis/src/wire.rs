@@ -95,10 +95,10 @@ pub(crate) fn decode_content(bytes: &[u8]) -> Result<CachedContent, String> {
         None => None,
     };
     Ok(CachedContent {
-        content: Content {
+        content: Arc::new(Content {
             mime_type: meta.mime,
             body,
-        },
+        }),
         digest: Digest::from_hex(&meta.digest).map_err(|e| e.message().to_owned())?,
         version,
         partition: meta.partition.map(Principal::new),

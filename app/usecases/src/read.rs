@@ -25,7 +25,7 @@ use crate::{
 /// What one upstream read produced, shared by every caller that missed at once.
 #[derive(Debug)]
 pub(crate) struct Kept {
-    content: Content,
+    content: Arc<Content>,
     version: Option<ResourceVersion>,
     /// When the content was fetched, if it came from the cache after all.
     cached_at: Option<Timestamp>,
@@ -147,13 +147,11 @@ impl ResourceService {
         principal: &Principal,
     ) -> Result<Arc<Kept>, Error> {
         let (fetched, epoch) = self.fetch(upstream, &key.upstream_uri).await?;
+        // One copy of the bytes, shared by the cache entry and this read's callers.
+        let content = Arc::new(fetched.content);
         let now = self.clock.now();
-        let digest = self.hasher.sha256(fetched.content.bytes());
-        let version = match self
-            .versions
-            .record(key, digest, &fetched.content, now)
-            .await
-        {
+        let digest = self.hasher.sha256(content.bytes());
+        let version = match self.versions.record(key, digest, &content, now).await {
             Ok(recorded) => {
                 if recorded.is_new && recorded.version.version != "v1" {
                     tracing::info!(server = %upstream.name(), version = %recorded.version.version, "new version");
@@ -175,7 +173,7 @@ impl ResourceService {
                 .await
         {
             let entry = CachedContent {
-                content: fetched.content.clone(),
+                content: content.clone(),
                 digest,
                 version: version.clone(),
                 partition: fetched.private.then(|| principal.clone()),
@@ -194,7 +192,7 @@ impl ResourceService {
             self.cache.put(key.clone(), entry).await;
         }
         Ok(Arc::new(Kept {
-            content: fetched.content,
+            content,
             version,
             cached_at: None,
             cache,

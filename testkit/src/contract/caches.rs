@@ -29,10 +29,10 @@ pub fn key(i: usize) -> ResourceKey {
 /// An entry of `size` bytes cached at `t(at)` for `ttl` seconds.
 pub fn entry(size: usize, at: i64, ttl: i64) -> CachedContent {
     CachedContent {
-        content: Content {
+        content: Arc::new(Content {
             mime_type: None,
             body: Body::Blob(vec![7; size]),
-        },
+        }),
         cached_at: t(at),
         expires_at: t(at) + Duration::seconds(ttl),
         digest: Digest::new([0; 32]),

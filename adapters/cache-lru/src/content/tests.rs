@@ -78,3 +78,23 @@ proptest! {
         })?;
     }
 }
+
+// A hit hands out the bytes the cache holds, not a copy made under its lock: two hits of one
+// entry share one allocation, and the entry's weight is charged once however often it is read.
+#[test]
+fn hits_share_the_cached_bytes_instead_of_copying_them() {
+    block_on(async {
+        let cache = LruContentCache::new(1 << 20);
+        cache.put(key(1), entry(64 * 1024, 0, 60)).await;
+        let first = cache.get(&key(1), t(1)).await.unwrap();
+        let second = cache.get(&key(1), t(1)).await.unwrap();
+        assert!(std::sync::Arc::ptr_eq(&first.content, &second.content));
+        assert_eq!(first.content.bytes().len(), 64 * 1024);
+        let stats = cache.stats().await;
+        assert_eq!(stats.entries, 1);
+        assert_eq!(
+            stats.bytes,
+            key(1).weight() + entry(64 * 1024, 0, 60).weight()
+        );
+    });
+}

@@ -120,7 +120,7 @@ async fn a_corrupted_cache_entry_is_dropped_and_refetched() {
     let w = world().await;
     w.service.read_resource(read(A)).await.unwrap();
     let mut entry = w.cache.get(&key_a(), w.clock.now()).await.unwrap();
-    entry.content = text("tampered");
+    entry.content = std::sync::Arc::new(text("tampered"));
     w.cache.put(key_a(), entry).await;
     let result = w.service.read_resource(read(A)).await.unwrap();
     assert!(!result.cached);
@@ -135,7 +135,7 @@ async fn validate_checksum_false_serves_cached_bytes_without_rehashing() {
     let w = world().await;
     w.service.read_resource(read(A)).await.unwrap();
     let mut entry = w.cache.get(&key_a(), w.clock.now()).await.unwrap();
-    entry.content = text("tampered");
+    entry.content = std::sync::Arc::new(text("tampered"));
     w.cache.put(key_a(), entry).await;
     let unchecked = w
         .service
