@@ -158,8 +158,10 @@ fn npm_install(source: &Path, target: &Path) -> Result<()> {
         std::fs::copy(source.join(file), target.join(file))?;
     }
     let mut npm = Command::new("npm");
+    // npm reports what it added on stdout, which `cargo xtask bench` keeps for its tables.
     npm.args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-        .current_dir(target);
+        .current_dir(target)
+        .stdout(std::io::stderr());
     run("peers: npm ci", npm)
 }
 
@@ -184,7 +186,8 @@ fn venv_install(requirements: &Path, venv: &Path) -> Result<()> {
     run("peers: python venv", create)?;
     let mut pip = Command::new(venv.join("bin/pip"));
     pip.args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-        .arg(requirements);
+        .arg(requirements)
+        .stdout(std::io::stderr());
     run("peers: pip install", pip)?;
     std::fs::write(stamp, wanted)?;
     Ok(())
