@@ -94,18 +94,22 @@ pub(crate) const HOST_REQUEST_ID_KEY: &str = "io.quarry/host_request_id";
 /// What the transport knows of a request: its JSON-RPC id and, when the host passed one as a
 /// short string, the host's own id for it.
 fn request_meta(context: &RequestContext<RoleServer>) -> RequestMeta {
-    let host = context
-        .meta
-        .0
-        .get(HOST_REQUEST_ID_KEY)
-        .and_then(Value::as_str)
-        .filter(|id| !id.is_empty() && id.len() <= 128)
-        .map(str::to_owned);
+    let host = host_request_id(&context.meta);
     RequestMeta {
         mcp_request_id: Some(context.id.to_string()),
         host_request_id: host,
         client_address: None,
     }
+}
+
+/// The id the agent's host gave its own operation, from a request's `_meta` (at most 128
+/// characters; anything else is ignored).
+pub(crate) fn host_request_id(meta: &rmcp::model::RequestMetaObject) -> Option<String> {
+    meta.0
+        .get(HOST_REQUEST_ID_KEY)
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty() && id.len() <= 128)
+        .map(str::to_owned)
 }
 
 impl GatewayServer {
@@ -165,11 +169,35 @@ impl GatewayServer {
     }
 
     /// This server for what `extensions` (a request's or a notification's) say of the caller.
-    async fn scoped_by(&self, extensions: &rmcp::model::Extensions, mut meta: RequestMeta) -> Self {
+    async fn scoped_by(&self, extensions: &rmcp::model::Extensions, meta: RequestMeta) -> Self {
         let caller = extensions
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Caller>())
             .cloned();
+        self.scoped_as(caller, meta).await
+    }
+
+    /// `resources/read` for `caller`, answered without rmcp's request context: a 2026-07-28
+    /// request that `http::direct` takes (see there). `id` is the request's JSON-RPC id and
+    /// `host_request_id` what its `_meta` gave, as `request_meta` would take them.
+    pub(crate) async fn read_for(
+        &self,
+        caller: Caller,
+        id: &rmcp::model::RequestId,
+        host_request_id: Option<String>,
+        uri: String,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let meta = RequestMeta {
+            mcp_request_id: Some(id.to_string()),
+            host_request_id,
+            client_address: None,
+        };
+        let me = self.scoped_as(Some(caller), meta).await;
+        me.native_read_as(uri).await
+    }
+
+    /// This server for `caller` (None: the transport names no one, as over stdio).
+    async fn scoped_as(&self, caller: Option<Caller>, mut meta: RequestMeta) -> Self {
         let mut options = self.options.clone();
         let gateway = match (&self.agents, caller) {
             (Some(agents), Some(caller)) => {

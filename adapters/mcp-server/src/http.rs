@@ -34,6 +34,7 @@ use crate::{
 
 mod auth;
 mod bounds;
+mod direct;
 mod guard;
 mod message;
 mod serve;
@@ -348,6 +349,7 @@ pub async fn serve_http(
     });
     let handler =
         GatewayServer::for_agents(default_gateway, agents, options).with_sessions(shared.clone());
+    let direct_reads = Arc::new(handler.clone());
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(http.allowed_hosts)
         .with_allowed_origins(http.allowed_origins)
@@ -365,6 +367,12 @@ pub async fn serve_http(
     let router = Router::new()
         .nest_service("/mcp", service)
         .merge(extra)
+        // Innermost: what reaches it has passed the guard and the session checks, within the
+        // request's time bound and turn.
+        .layer(axum::middleware::from_fn_with_state(
+            direct_reads,
+            direct::reads,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             guard_state.clone(),
             sessions,

@@ -10,6 +10,7 @@ mod auth;
 mod canary;
 mod cli;
 mod contract;
+mod direct_reads;
 mod eras;
 mod eras_upstream;
 mod forgotten;

@@ -181,16 +181,23 @@ impl GatewayServer {
         request: ReadResourceRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let asked = request.uri;
+        let me = self.scoped(context).await;
+        me.native_read_as(request.uri).await
+    }
+
+    /// `resources/read` of `asked` by this server, already scoped to its caller.
+    pub(crate) async fn native_read_as(
+        &self,
+        asked: String,
+    ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = self
             .gateway_uri(&asked)
             .map_err(|e| protocol_error(&e, Some(&asked)))?;
-        let me = self.scoped(context).await;
         let read = ReadRequest {
-            principal: me.options.principal.clone(),
+            principal: self.options.principal.clone(),
             ..ReadRequest::whole(uri)
         };
-        let result = me
+        let result = self
             .gateway
             .read_resource(read)
             .await

@@ -1,0 +1,169 @@
+//! `read_asked` takes exactly what rmcp would take as it stands, and the statuses are rmcp's.
+
+#![allow(clippy::unwrap_used)]
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+
+use super::*;
+
+const URI: &str = "mcp://notes/fixture_3A//item/1";
+
+fn headers(lines: &[(&str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in lines {
+        map.append(
+            HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    map
+}
+
+/// The headers of a read the direct path takes, with `change` applied: a header set anew
+/// (an empty value removes it) or, with `+`, added beside it.
+fn with(change: &[(&str, &str)]) -> HeaderMap {
+    let mut base = vec![
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "resources/read"),
+        ("mcp-name", URI),
+    ];
+    for (name, value) in change {
+        if let Some(added) = name.strip_prefix('+') {
+            base.push((added, value));
+        } else {
+            base.retain(|(n, _)| n != name);
+            if !value.is_empty() {
+                base.push((name, value));
+            }
+        }
+    }
+    headers(&base)
+}
+
+fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    })
+}
+
+fn body(message: &Value) -> Vec<u8> {
+    serde_json::to_vec(message).unwrap()
+}
+
+fn read_body(meta: Value) -> Vec<u8> {
+    body(
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "resources/read",
+        "params": {"uri": URI, "_meta": meta}}),
+    )
+}
+
+#[test]
+fn a_plain_2026_read_is_taken_with_its_id_and_host_request_id() {
+    assert_eq!(
+        read_asked(&with(&[]), &read_body(meta())),
+        Some(Read {
+            id: RequestId::Number(7),
+            uri: URI.into(),
+            host_request_id: None,
+        })
+    );
+    let mut given = meta();
+    given["io.quarry/host_request_id"] = json!("op-1");
+    let string_id = body(
+        &json!({"jsonrpc": "2.0", "id": "r-1", "method": "resources/read",
+        "params": {"uri": URI, "_meta": given}}),
+    );
+    let read = read_asked(&with(&[]), &string_id).unwrap();
+    assert_eq!(read.id, RequestId::String("r-1".into()));
+    assert_eq!(read.host_request_id.as_deref(), Some("op-1"));
+    // Parameters of Content-Type and the order of Accept do not matter.
+    let loose = with(&[
+        ("content-type", "application/json; charset=utf-8"),
+        ("accept", "text/event-stream, application/json"),
+    ]);
+    assert!(read_asked(&loose, &read_body(meta())).is_some());
+}
+
+#[test]
+fn any_header_rmcp_would_judge_otherwise_leaves_the_request_to_rmcp() {
+    let cases: [&[(&str, &str)]; 14] = [
+        &[("+mcp-session-id", "abc")],
+        &[("+origin", "http://localhost:1234")],
+        &[("mcp-protocol-version", "2025-11-25")],
+        &[("mcp-protocol-version", "")],
+        &[("+mcp-protocol-version", "2026-07-28")],
+        &[("mcp-method", "")],
+        &[("mcp-method", "resources/list")],
+        &[("+mcp-method", "resources/read")],
+        &[("mcp-name", "")],
+        &[("mcp-name", "mcp://notes/fixture_3A//item/2")],
+        &[("mcp-name", "=?base64?bWNw?=")],
+        &[("accept", "application/json, text/event-stream;q=1")],
+        &[("accept", "application/json")],
+        &[("content-type", "text/plain")],
+    ];
+    for change in cases {
+        assert_eq!(
+            read_asked(&with(change), &read_body(meta())),
+            None,
+            "{change:?}"
+        );
+    }
+}
+
+#[test]
+fn any_body_but_one_complete_2026_read_is_left_to_rmcp() {
+    let mut old = meta();
+    old["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
+    let mut no_capabilities = meta();
+    no_capabilities
+        .as_object_mut()
+        .unwrap()
+        .remove("io.modelcontextprotocol/clientCapabilities");
+    let one = json!({"jsonrpc": "2.0", "id": 7, "method": "resources/read",
+        "params": {"uri": URI, "_meta": meta()}});
+    let cases = [
+        read_body(old),
+        read_body(no_capabilities),
+        body(
+            &json!({"jsonrpc": "2.0", "id": 7, "method": "resources/read",
+            "params": {"uri": URI}}),
+        ),
+        body(
+            &json!({"jsonrpc": "2.0", "id": 7, "method": "resources/list",
+            "params": {"_meta": meta()}}),
+        ),
+        body(&json!({"jsonrpc": "2.0", "method": "resources/read",
+            "params": {"uri": URI, "_meta": meta()}})),
+        body(&json!([one])),
+        b"{not json".to_vec(),
+        Vec::new(),
+    ];
+    for case in cases {
+        assert_eq!(
+            read_asked(&with(&[]), &case),
+            None,
+            "{}",
+            String::from_utf8_lossy(&case)
+        );
+    }
+}
+
+#[test]
+fn errors_get_the_statuses_rmcp_gives_them() {
+    let status = |code| status_of(Some(&ErrorData::new(code, "x", None)));
+    assert_eq!(status(ErrorCode::HEADER_MISMATCH), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        status(ErrorCode::UNSUPPORTED_PROTOCOL_VERSION),
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(status(ErrorCode::METHOD_NOT_FOUND), StatusCode::NOT_FOUND);
+    assert_eq!(status(ErrorCode::INVALID_PARAMS), StatusCode::OK);
+    assert_eq!(status(ErrorCode::INTERNAL_ERROR), StatusCode::OK);
+    assert_eq!(status_of(None), StatusCode::OK);
+}

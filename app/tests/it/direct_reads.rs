@@ -1,0 +1,235 @@
+//! A 2026-07-28 `resources/read` is answered without rmcp's per-request machinery
+//! (`http/direct.rs`): through the real binary, the same request sent so that rmcp answers it
+//! (an `Accept` with a parameter, which the direct path leaves to rmcp's own parser) gets the
+//! same answer, the same audit record, and the same time bound. Quarry's log at trace level says
+//! which requests the direct path answered, so each test also shows the path was taken.
+
+use std::{net::SocketAddr, time::Duration};
+
+use serde_json::{Value, json};
+
+use crate::{
+    audit::export,
+    eras::{MODERN, message, meta},
+    http::{post, served_env},
+    policy::config,
+    support::{http_fixture, http_server},
+};
+
+/// Quarry's log at trace level for the direct path only.
+const TRACED: (&str, &str) = ("QUARRY_LOG", "info,quarry_mcp_server::http::direct=trace");
+
+/// A 2026-07-28 read of `uri` with id `id` (and `host_id` as the host's request id): answered
+/// by the direct path, or with `via_rmcp` by rmcp. The status and the answer, `ttlMs` removed
+/// (it counts down between two answers).
+async fn read(
+    addr: SocketAddr,
+    uri: &str,
+    id: u32,
+    host_id: Option<&str>,
+    via_rmcp: bool,
+) -> (u16, Value) {
+    let mut meta = meta();
+    if let Some(host_id) = host_id {
+        meta["io.quarry/host_request_id"] = json!(host_id);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "resources/read",
+        "params": {"uri": uri, "_meta": meta}})
+    .to_string();
+    let version = format!("MCP-Protocol-Version: {MODERN}");
+    let name = format!("Mcp-Name: {uri}");
+    let mut headers = vec![
+        version.as_str(),
+        "Mcp-Method: resources/read",
+        name.as_str(),
+    ];
+    if via_rmcp {
+        // A second Accept line, with a weight: rmcp's parser takes it, the direct path does not.
+        headers.push("Accept: text/event-stream;q=1");
+    }
+    let host = format!("127.0.0.1:{}", addr.port());
+    let (status, head, body) = post(addr, &host, &headers, &body).await;
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{uri}: {head}{body}"
+    );
+    let mut answer = message(&body);
+    if let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut) {
+        assert!(
+            result.remove("ttlMs").is_some(),
+            "{uri}: no ttlMs in {body}"
+        );
+    }
+    (status, answer)
+}
+
+/// How many requests the direct path answered, as the log says.
+fn answered_directly(dir: &std::path::Path) -> usize {
+    std::fs::read_to_string(dir.join("stderr.log"))
+        .unwrap_or_default()
+        .matches("a 2026-07-28 read answered outside rmcp")
+        .count()
+}
+
+// traces: REQ-071-016, REQ-071-022, TR-9 — what the direct path answers is what rmcp answers:
+// text and blob contents with their origin and cache hints, a missing resource (-32602 with
+// its URI), a read policy denies (E004), an unknown server; the same statuses.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_read_is_answered_as_rmcp_answers_it() {
+    let notes = http_fixture("notes", 3).await;
+    let wiki = http_fixture("wiki", 1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = served_env(
+        dir.path(),
+        &config(&notes.url, &wiki.url, "alice", ""),
+        "127.0.0.1:0",
+        &[],
+        &[TRACED],
+    )
+    .await;
+    let cases = [
+        "mcp://notes/fixture_3A//text/hello.txt",
+        "mcp://notes/fixture_3A//blob/bytes.bin",
+        "mcp://notes/fixture_3A//item/1",
+        "mcp://notes/fixture_3A//nothing/here",
+        "mcp://wiki/fixture_3A//item/1",
+        "mcp://notes/fixture_3A//item/2",
+        "mcp://nowhere/fixture_3A//item/1",
+        "not a uri",
+    ];
+    for (n, uri) in (1..).zip(cases) {
+        // rmcp first, so that both find the cache in the same state after the first read.
+        let (rmcp_status, by_rmcp) = read(gw.addr, uri, n, None, true).await;
+        let before = answered_directly(dir.path());
+        let (status, direct) = read(gw.addr, uri, n, None, false).await;
+        assert_eq!(
+            answered_directly(dir.path()),
+            before + 1,
+            "{uri}: the direct path answered"
+        );
+        assert_eq!(status, rmcp_status, "{uri}: {direct} against {by_rmcp}");
+        assert_eq!(direct, by_rmcp, "{uri}");
+    }
+    let text = read(gw.addr, cases[0], 20, None, false).await.1;
+    assert_eq!(text["result"]["resultType"], "complete", "{text}");
+    assert_eq!(text["result"]["cacheScope"], "private", "{text}");
+    assert_eq!(
+        text["result"]["contents"][0]["_meta"]["io.quarry/origin"]["server"], "notes",
+        "{text}"
+    );
+    let missing = read(gw.addr, cases[3], 21, None, false).await.1;
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    assert_eq!(missing["error"]["data"]["error_code"], "E002", "{missing}");
+    let denied = read(gw.addr, cases[4], 22, None, false).await.1;
+    assert_eq!(denied["error"]["data"]["error_code"], "E004", "{denied}");
+}
+
+// traces: AU-1, SR-005.1 — a read the direct path answers is recorded like one rmcp answers:
+// the same action, agent, resource, decision and cache status, its JSON-RPC id, the host's
+// request id, the transport and the client's address.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_direct_read_is_audited_like_any_other() {
+    let notes = http_fixture("notes", 3).await;
+    let wiki = http_fixture("wiki", 1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = served_env(
+        dir.path(),
+        &config(&notes.url, &wiki.url, "alice", ""),
+        "127.0.0.1:0",
+        &[],
+        &[TRACED],
+    )
+    .await;
+    let uri = "mcp://notes/fixture_3A//item/1";
+    read(gw.addr, uri, 1, None, true).await;
+    read(gw.addr, uri, 31, Some("host-op-31"), true).await;
+    read(gw.addr, uri, 32, Some("host-op-32"), false).await;
+    assert_eq!(answered_directly(dir.path()), 1);
+    let records: Vec<Value> = export(dir.path(), &[])
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["entry"].clone())
+        .filter(|e| e["action"] == "read")
+        .collect();
+    assert_eq!(records.len(), 3, "{records:?}");
+    let (by_rmcp, direct) = (&records[1], &records[2]);
+    assert_eq!(direct["mcp_request_id"], "32", "{direct}");
+    assert_eq!(direct["host_request_id"], "host-op-32", "{direct}");
+    assert_eq!(by_rmcp["mcp_request_id"], "31", "{by_rmcp}");
+    for field in [
+        "agent",
+        "transport",
+        "action",
+        "input_digest",
+        "server",
+        "resource_uri",
+        "byte_range",
+        "decision",
+        "cache_status",
+        "result",
+        "bytes_returned",
+    ] {
+        assert_eq!(
+            direct[field], by_rmcp[field],
+            "{field}: {direct} against {by_rmcp}"
+        );
+    }
+    assert!(
+        direct["client_address"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("127.0.0.1:")),
+        "{direct}"
+    );
+}
+
+// traces: TR-8 — the direct path is within http.request_timeout_seconds like any request: a
+// read the upstream stalls over is ended with E009 at the bound, and the gateway serves on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_direct_read_past_the_time_bound_gets_e009() {
+    let notes = quarry_testkit::fixture::serve_http(
+        quarry_testkit::fixture::FixtureArgs {
+            name: "notes".into(),
+            slow_ms: 4000,
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}[http]\nrequest_timeout_seconds = 1\n",
+        http_server("notes", &notes.url)
+    );
+    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[TRACED]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let uri = "mcp://notes/fixture_3A//slow";
+    let body = json!({"jsonrpc": "2.0", "id": 41, "method": "resources/read",
+        "params": {"uri": uri, "_meta": meta()}})
+    .to_string();
+    let version = format!("MCP-Protocol-Version: {MODERN}");
+    let name = format!("Mcp-Name: {uri}");
+    let headers = [
+        version.as_str(),
+        "Mcp-Method: resources/read",
+        name.as_str(),
+    ];
+    let started = std::time::Instant::now();
+    let (status, _, answer) = post(gw.addr, &host, &headers, &body).await;
+    let took = started.elapsed();
+    assert_eq!(status, 504, "{answer}");
+    assert!(answer.contains("E009"), "{answer}");
+    assert!(answer.contains("http.request_timeout_seconds"), "{answer}");
+    assert!(
+        took < Duration::from_millis(3000),
+        "cut at the bound: {took:?}"
+    );
+    assert_eq!(answered_directly(dir.path()), 1);
+    let hello = "mcp://notes/fixture_3A//text/hello.txt";
+    let (status, again) = read(gw.addr, hello, 42, None, false).await;
+    assert_eq!(status, 200, "{again}");
+    assert!(
+        again["result"]["contents"][0]["text"].is_string(),
+        "{again}"
+    );
+}
