@@ -31,6 +31,9 @@ use targets::{QuarryOptions, Served, Upstream};
 use wire::Session;
 
 pub(crate) const ROUNDS: usize = 5;
+/// The group of 1 KiB reads in the 2026-07-28 era (`cargo xtask bench` reads it by name).
+const STATELESS_1K: &str = "read 1 KiB, HTTP, 2026-07-28 (no session)";
+
 const SIZES: [(&str, usize, usize); 3] = [
     ("1 KiB", 1024, 200),
     ("64 KiB", 64 * 1024, 100),
@@ -201,7 +204,7 @@ async fn sequential(
 
 async fn reads_over_http(dir: &std::path::Path, out: &mut Vec<Value>) -> Result<()> {
     let fixture = Upstream::Fixture { resources: 0 };
-    let (_served, mut rows) = http_targets(dir, &fixture, true, true).await?;
+    let (served, mut rows) = http_targets(dir, &fixture, true, true).await?;
     for (label, size, n) in SIZES {
         eprintln!("peers: sequential reads of {label} over HTTP");
         let uri = format!("fixture://sized/{size}");
@@ -218,6 +221,44 @@ async fn reads_over_http(dir: &std::path::Path, out: &mut Vec<Value>) -> Result<
         );
     }
     drop(rows);
+    // The 2026-07-28 era, no session: the peers speak only 2025-11-25, so the floor alone is
+    // beside Quarry (which answers such a read without rmcp's per-request machinery).
+    eprintln!("peers: sequential reads of 1 KiB over HTTP, 2026-07-28");
+    let stateless = |name, kind, gateway_uris, session| HttpTarget {
+        name,
+        kind,
+        via: Via::Read,
+        gateway_uris,
+        session,
+        samples: Samples::default(),
+    };
+    let mut rows = vec![
+        stateless(
+            "direct (the upstream's own HTTP)",
+            "direct",
+            false,
+            Session::stateless(&served[0].url).await?,
+        ),
+        stateless(
+            "Quarry `resources/read`, cached",
+            "quarry",
+            true,
+            Session::stateless(&served[3].url).await?,
+        ),
+    ];
+    let (_, size, n) = SIZES[0];
+    out.extend(
+        sequential(
+            STATELESS_1K,
+            &fixture,
+            &mut rows,
+            &format!("fixture://sized/{size}"),
+            n,
+            size,
+        )
+        .await?,
+    );
+    drop((rows, served));
     let everything = Upstream::Everything;
     let (_served, mut rows) =
         http_targets(&dir.join("everything"), &everything, false, false).await?;

@@ -241,6 +241,16 @@ fn bars(out: &mut String, rows: &[Value], figures: &Value, seen: &Seen) -> Resul
         format!("{} against {}", us(hit), us(direct)),
         hit < direct,
     );
+    let g = "read 1 KiB, HTTP, 2026-07-28 (no session)";
+    let (hit, direct) = (
+        p50(rows, g, "Quarry `resources/read`, cached"),
+        p50(rows, g, "direct"),
+    );
+    add(
+        "the same, 2026-07-28 (no session; no peer speaks it)",
+        format!("{} against {}", us(hit), us(direct)),
+        hit < direct,
+    );
     for transport in ["HTTP", "stdio"] {
         let g = format!("read 1 KiB, {transport}");
         let off = p50(rows, &g, "Quarry `resources/read`, cache off");
