@@ -8,12 +8,15 @@ use std::{net::SocketAddr, time::Duration};
 
 use serde_json::{Value, json};
 
+use quarry_testkit::fixture::HttpFixture;
+
 use crate::{
     audit::export,
     eras::{MODERN, message, meta},
-    http::{post, served_env},
+    http::{Served, post, served_env},
+    http_bounds::{slow_notes, within_a_second},
     policy::config,
-    support::{http_fixture, http_server},
+    support::http_fixture,
 };
 
 /// Quarry's log at trace level for the direct path only.
@@ -64,6 +67,16 @@ async fn read(
     (status, answer)
 }
 
+/// A gateway for alice (who may read `notes` but not `wiki`, nor `notes`' protected item 2),
+/// its log at trace level for the direct path; the upstreams, to keep while it serves.
+async fn alices_gateway(dir: &std::path::Path) -> (Served, [HttpFixture; 2]) {
+    let notes = http_fixture("notes", 3).await;
+    let wiki = http_fixture("wiki", 1).await;
+    let config = config(&notes.url, &wiki.url, "alice", "");
+    let gw = served_env(dir, &config, "127.0.0.1:0", &[], &[TRACED]).await;
+    (gw, [notes, wiki])
+}
+
 /// How many requests the direct path answered, as the log says.
 fn answered_directly(dir: &std::path::Path) -> usize {
     std::fs::read_to_string(dir.join("stderr.log"))
@@ -77,17 +90,8 @@ fn answered_directly(dir: &std::path::Path) -> usize {
 // its URI), a read policy denies (E004), an unknown server; the same statuses.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stateless_read_is_answered_as_rmcp_answers_it() {
-    let notes = http_fixture("notes", 3).await;
-    let wiki = http_fixture("wiki", 1).await;
     let dir = tempfile::tempdir().unwrap();
-    let gw = served_env(
-        dir.path(),
-        &config(&notes.url, &wiki.url, "alice", ""),
-        "127.0.0.1:0",
-        &[],
-        &[TRACED],
-    )
-    .await;
+    let (gw, _upstreams) = alices_gateway(dir.path()).await;
     let cases = [
         "mcp://notes/fixture_3A//text/hello.txt",
         "mcp://notes/fixture_3A//blob/bytes.bin",
@@ -130,17 +134,8 @@ async fn a_stateless_read_is_answered_as_rmcp_answers_it() {
 // request id, the transport and the client's address.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_direct_read_is_audited_like_any_other() {
-    let notes = http_fixture("notes", 3).await;
-    let wiki = http_fixture("wiki", 1).await;
     let dir = tempfile::tempdir().unwrap();
-    let gw = served_env(
-        dir.path(),
-        &config(&notes.url, &wiki.url, "alice", ""),
-        "127.0.0.1:0",
-        &[],
-        &[TRACED],
-    )
-    .await;
+    let (gw, _upstreams) = alices_gateway(dir.path()).await;
     let uri = "mcp://notes/fixture_3A//item/1";
     read(gw.addr, uri, 1, None, true).await;
     read(gw.addr, uri, 31, Some("host-op-31"), true).await;
@@ -186,22 +181,16 @@ async fn a_direct_read_is_audited_like_any_other() {
 // read the upstream stalls over is ended with E009 at the bound, and the gateway serves on.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_direct_read_past_the_time_bound_gets_e009() {
-    let notes = quarry_testkit::fixture::serve_http(
-        quarry_testkit::fixture::FixtureArgs {
-            name: "notes".into(),
-            slow_ms: 4000,
-            ..Default::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let notes = slow_notes(4000).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = format!(
-        "{}[http]\nrequest_timeout_seconds = 1\n",
-        http_server("notes", &notes.url)
-    );
-    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[TRACED]).await;
+    let gw = served_env(
+        dir.path(),
+        &within_a_second(&notes.url),
+        "127.0.0.1:0",
+        &[],
+        &[TRACED],
+    )
+    .await;
     let host = format!("127.0.0.1:{}", gw.addr.port());
     let uri = "mcp://notes/fixture_3A//slow";
     let body = json!({"jsonrpc": "2.0", "id": 41, "method": "resources/read",

@@ -82,16 +82,29 @@ async fn tr_4_sessions_are_random_bounded_and_end() {
 }
 
 pub(crate) async fn slow_fixture() -> quarry_testkit::fixture::HttpFixture {
+    slow_notes(700).await
+}
+
+/// The fixture `notes` over HTTP, `fixture://slow` answering after `ms`.
+pub(crate) async fn slow_notes(ms: u64) -> quarry_testkit::fixture::HttpFixture {
     quarry_testkit::fixture::serve_http(
         quarry_testkit::fixture::FixtureArgs {
             name: "notes".into(),
-            slow_ms: 700,
+            slow_ms: ms,
             ..Default::default()
         },
         "127.0.0.1:0".parse().unwrap(),
     )
     .await
     .unwrap()
+}
+
+/// A gateway in front of `notes` at `url` whose requests must end within a second.
+pub(crate) fn within_a_second(url: &str) -> String {
+    format!(
+        "{}[http]\nrequest_timeout_seconds = 1\n",
+        http_server("notes", url)
+    )
 }
 
 /// An initialized session on `addr`: its header.
@@ -265,22 +278,9 @@ async fn https_serves_tls_1_3_with_the_configured_certificate() {
 // bound) well before the upstream would have answered, and the gateway serves on.
 #[tokio::test(flavor = "multi_thread")]
 async fn tr_8_a_request_past_the_total_time_bound_gets_a_clear_error() {
-    let notes = quarry_testkit::fixture::serve_http(
-        quarry_testkit::fixture::FixtureArgs {
-            name: "notes".into(),
-            slow_ms: 4000,
-            ..Default::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let notes = slow_notes(4000).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = format!(
-        "{}[http]\nrequest_timeout_seconds = 1\n",
-        http_server("notes", &notes.url)
-    );
-    let gw = served(dir.path(), &config, &[]).await;
+    let gw = served(dir.path(), &within_a_second(&notes.url), &[]).await;
     let host = format!("127.0.0.1:{}", gw.addr.port());
     let sid = session(gw.addr, &host).await;
     let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
