@@ -73,22 +73,25 @@ fn accepts_both(headers: &HeaderMap) -> bool {
     json && events
 }
 
+/// Whether `headers` are those of a read this module may answer: looked at before the body, so
+/// that every other request goes on to rmcp untouched.
+fn headers_fit(headers: &HeaderMap) -> bool {
+    let plain_json = single(headers, header::CONTENT_TYPE.as_str()).is_some_and(|value| {
+        let essence = value.split_once(';').map_or(value, |(e, _)| e);
+        essence.trim().eq_ignore_ascii_case(JSON)
+    });
+    !headers.contains_key(SESSION_ID)
+        && !headers.contains_key(header::ORIGIN)
+        && single(headers, "mcp-method") == Some("resources/read")
+        && single(headers, "mcp-protocol-version") == Some(ProtocolVersion::V_2026_07_28.as_str())
+        && accepts_both(headers)
+        && plain_json
+}
+
 /// The read `headers` and `body` ask for, when they are a request this module answers.
 pub(super) fn read_asked(headers: &HeaderMap, body: &[u8]) -> Option<Read> {
     let v2026 = ProtocolVersion::V_2026_07_28;
-    if headers.contains_key(SESSION_ID)
-        || headers.contains_key(header::ORIGIN)
-        || single(headers, "mcp-protocol-version")? != v2026.as_str()
-        || single(headers, "mcp-method")? != "resources/read"
-        || !accepts_both(headers)
-    {
-        return None;
-    }
-    let content_type = single(headers, header::CONTENT_TYPE.as_str())?;
-    let essence = content_type
-        .split_once(';')
-        .map_or(content_type, |(e, _)| e);
-    if !essence.trim().eq_ignore_ascii_case(JSON) {
+    if !headers_fit(headers) {
         return None;
     }
     let ClientJsonRpcMessage::Request(request) = serde_json::from_slice(body).ok()? else {
@@ -177,10 +180,16 @@ pub(super) async fn reads(
     if !versions.contains(&ProtocolVersion::V_2026_07_28) {
         return next.run(request).await;
     }
+    if !headers_fit(request.headers()) {
+        return next.run(request).await;
+    }
     let (parts, body) = request.into_parts();
     // The guard has read the body whole already (within `http.max_body_kb`).
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return StatusCode::BAD_REQUEST.into_response();
+        return super::refuse(
+            StatusCode::BAD_REQUEST,
+            "the request body could not be read",
+        );
     };
     match read_asked(&parts.headers, &bytes) {
         Some(read) => {
