@@ -7,6 +7,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
 
 use quarry_testkit::fixture::HttpFixture;
 
@@ -16,7 +17,7 @@ use crate::{
     http::{Served, post, served_env},
     http_bounds::{slow_notes, within_a_second},
     policy::config,
-    support::http_fixture,
+    support::{http_fixture, http_server},
 };
 
 /// Quarry's log at trace level for the direct path only.
@@ -221,4 +222,96 @@ async fn a_direct_read_past_the_time_bound_gets_e009() {
         again["result"]["contents"][0]["text"].is_string(),
         "{again}"
     );
+}
+
+// traces: TR-8, AU-1 — a client that hangs up while the direct path is answering its
+// read gives its turn back at once (http.max_requests_per_agent = 1 lets the agent's next read
+// in long before the stalled upstream answers), and the upstream read it started goes on for
+// the others: the next client's read of the same resource joins it ("a caller that gives up
+// does not cancel the shared call for the others"). The hung-up read is still recorded.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_hanging_up_mid_read_frees_its_turn_and_not_the_shared_read() {
+    let notes = slow_notes(2000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}[http]\nmax_requests_per_agent = 1\n",
+        http_server("notes", &notes.url)
+    );
+    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[TRACED]).await;
+    let uri = "mcp://notes/fixture_3A//slow";
+    let body = json!({"jsonrpc": "2.0", "id": 51, "method": "resources/read",
+        "params": {"uri": uri, "_meta": meta()}})
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: resources/read\r\nMcp-Name: {uri}\r\nContent-Length: {}\r\n\r\n{body}",
+        gw.addr.port(),
+        body.len()
+    );
+    let mut hanging_up = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    hanging_up.write_all(request.as_bytes()).await.unwrap();
+    let waited = std::time::Instant::now();
+    while notes.server.reads() == 0 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "the read never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(hanging_up);
+    let hung_up = std::time::Instant::now();
+    // The hang-up reaches the gateway as the connection's end, which it may see a moment after
+    // the next request: 429 (the turn still held) is retried for half a second, a quarter of
+    // what the upstream still stalls for.
+    let (status, answer) = loop {
+        let sent = std::time::Instant::now();
+        let (status, answer) = read(gw.addr, uri, 52, None, false).await;
+        if status != 429 {
+            assert!(
+                sent.duration_since(hung_up) < Duration::from_millis(500),
+                "the turn came back only when the upstream answered"
+            );
+            break (status, answer);
+        }
+        assert!(
+            hung_up.elapsed() < Duration::from_millis(500),
+            "the hung-up read kept its turn: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["result"]["contents"][0]["text"].is_string(),
+        "{answer}"
+    );
+    assert_eq!(
+        notes.server.reads(),
+        1,
+        "the second read joined the first's upstream read"
+    );
+    assert_eq!(
+        answered_directly(dir.path()),
+        2,
+        "both reads were the direct path's"
+    );
+    // The hung-up read ran to its end and is recorded, as rmcp's path records one (its handler
+    // is not stopped by a hang-up either); its record may follow the second's answer.
+    let waited = std::time::Instant::now();
+    let records = loop {
+        let records: Vec<Value> = export(dir.path(), &[])
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["entry"].clone())
+            .filter(|e| e["action"] == "read")
+            .collect();
+        if records.len() >= 2 || waited.elapsed() > Duration::from_secs(10) {
+            break records;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut ids: Vec<&str> = records
+        .iter()
+        .map(|r| r["mcp_request_id"].as_str().unwrap_or_default())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["51", "52"], "{records:?}");
+    assert!(records.iter().all(|r| r["result"] == "ok"), "{records:?}");
 }

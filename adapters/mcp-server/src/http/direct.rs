@@ -194,7 +194,15 @@ pub(super) async fn reads(
     match read_asked(&parts.headers, &bytes) {
         Some(read) => {
             tracing::trace!(id = %read.id, "a 2026-07-28 read answered outside rmcp");
-            answer(&server, caller, read).await
+            // As on rmcp's path, a read once begun runs to its end, audit record included, when
+            // the client hangs up or the time bound ends the request: only the answer is lost.
+            match tokio::spawn(async move { answer(&server, caller, read).await }).await {
+                Ok(response) => response,
+                Err(e) => {
+                    tracing::error!("a read ended without an answer: {e}");
+                    StatusCode::INTERNAL_SERVER_ERROR.into_response()
+                }
+            }
         }
         None => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
