@@ -231,7 +231,7 @@ async fn a_direct_read_past_the_time_bound_gets_e009() {
 // does not cancel the shared call for the others"). The hung-up read is still recorded.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_hanging_up_mid_read_frees_its_turn_and_not_the_shared_read() {
-    let notes = slow_notes(2000).await;
+    let notes = slow_notes(3000).await;
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
         "{}[http]\nmax_requests_per_agent = 1\n",
@@ -260,20 +260,20 @@ async fn a_client_hanging_up_mid_read_frees_its_turn_and_not_the_shared_read() {
     drop(hanging_up);
     let hung_up = std::time::Instant::now();
     // The hang-up reaches the gateway as the connection's end, which it may see a moment after
-    // the next request: 429 (the turn still held) is retried for half a second, a quarter of
-    // what the upstream still stalls for.
+    // the next request: 429 (the turn still held) is retried for a second, a third of what the
+    // upstream still stalls for.
     let (status, answer) = loop {
         let sent = std::time::Instant::now();
         let (status, answer) = read(gw.addr, uri, 52, None, false).await;
         if status != 429 {
             assert!(
-                sent.duration_since(hung_up) < Duration::from_millis(500),
+                sent.duration_since(hung_up) < Duration::from_secs(1),
                 "the turn came back only when the upstream answered"
             );
             break (status, answer);
         }
         assert!(
-            hung_up.elapsed() < Duration::from_millis(500),
+            hung_up.elapsed() < Duration::from_secs(1),
             "the hung-up read kept its turn: {answer}"
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
