@@ -14,7 +14,12 @@
 //! once each and equal to the body's. Anything else goes on to rmcp unchanged, which answers or
 //! refuses it as always; so no refusal is written here.
 
-use std::sync::Arc;
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
 
 use axum::{
     body::Body,
@@ -163,6 +168,55 @@ async fn answer(server: &GatewayServer, caller: Caller, read: Read) -> Response 
     }
 }
 
+/// A read that runs to its end, audit record included, even when its answer is no longer
+/// wanted, as on rmcp's path (whose handler a hang-up or the time bound does not stop): polled
+/// in place while it is awaited, and moved to a task of its own if it is dropped before it is
+/// done. (Spawning every read instead cost a cached read about 18 % more CPU, the median of
+/// eight interleaved rounds: the task and its answer crossed between the runtime's threads.)
+struct RunsToItsEnd {
+    read: Option<Pin<Box<dyn Future<Output = Response> + Send>>>,
+}
+
+impl RunsToItsEnd {
+    fn new(read: impl Future<Output = Response> + Send + 'static) -> Self {
+        Self {
+            read: Some(Box::pin(read)),
+        }
+    }
+}
+
+impl std::fmt::Debug for RunsToItsEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunsToItsEnd")
+            .field("done", &self.read.is_none())
+            .finish()
+    }
+}
+
+impl Future for RunsToItsEnd {
+    type Output = Response;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
+        let read = self
+            .read
+            .as_mut()
+            .expect("a read is not awaited again once answered");
+        let response = std::task::ready!(read.as_mut().poll(cx));
+        self.read = None;
+        Poll::Ready(response)
+    }
+}
+
+impl Drop for RunsToItsEnd {
+    fn drop(&mut self) {
+        if let Some(read) = self.read.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(read);
+        }
+    }
+}
+
 /// The layer: a read it takes is answered here; everything else goes on to rmcp.
 pub(super) async fn reads(
     State(server): State<Arc<GatewayServer>>,
@@ -194,15 +248,7 @@ pub(super) async fn reads(
     match read_asked(&parts.headers, &bytes) {
         Some(read) => {
             tracing::trace!(id = %read.id, "a 2026-07-28 read answered outside rmcp");
-            // As on rmcp's path, a read once begun runs to its end, audit record included, when
-            // the client hangs up or the time bound ends the request: only the answer is lost.
-            match tokio::spawn(async move { answer(&server, caller, read).await }).await {
-                Ok(response) => response,
-                Err(e) => {
-                    tracing::error!("a read ended without an answer: {e}");
-                    StatusCode::INTERNAL_SERVER_ERROR.into_response()
-                }
-            }
+            RunsToItsEnd::new(async move { answer(&server, caller, read).await }).await
         }
         None => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
