@@ -391,10 +391,10 @@ pub(crate) async fn burst(dir: &Path, stateless: bool) -> Result<Value> {
     }
     let uri = fixture.through_quarry("fixture://sized/1024");
     filler.read(&uri).await?;
-    let (rss_filled, _) = served.memory().context("quarry's memory")?;
+    let filled = served.memory().context("quarry's memory")?;
     let open = sessions(&served.url, CLIENTS, stateless).await?;
     let (_, mut lat, errors, wall) = together(open, &uri, 1).await?;
-    let (rss_after, peak) = served.memory().context("quarry's memory")?;
+    let after = served.memory().context("quarry's memory")?;
     lat.sort_unstable();
     Ok(json!({
         "clients": CLIENTS,
@@ -403,8 +403,9 @@ pub(crate) async fn burst(dir: &Path, stateless: bool) -> Result<Value> {
         "p50_us": micros(quantile(&lat, 0.5)),
         "p99_us": micros(quantile(&lat, 0.99)),
         "cache_budget_mb": BUDGET_MB,
-        "rss_cache_filled_mb": rss_filled as f64 / 1048576.0,
-        "rss_after_mb": rss_after as f64 / 1048576.0,
-        "rss_peak_mb": peak as f64 / 1048576.0,
+        "rss_cache_filled_mb": filled.now as f64 / 1048576.0,
+        "rss_files_cache_filled_mb": filled.files as f64 / 1048576.0,
+        "rss_after_mb": after.now as f64 / 1048576.0,
+        "rss_peak_mb": after.peak as f64 / 1048576.0,
     }))
 }

@@ -69,8 +69,10 @@ pub(crate) struct Served {
 }
 
 impl Served {
-    /// The child's resident memory now, and the most it has held (`VmRSS`, `VmHWM`), in bytes.
-    pub(crate) fn memory(&self) -> Option<(u64, u64)> {
+    /// The child's resident memory now (`VmRSS`), the most it has held (`VmHWM`), and how much
+    /// of what it holds now is mapped from files (`RssFile`: its own code and its libraries'), in
+    /// bytes.
+    pub(crate) fn memory(&self) -> Option<Memory> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()?)).ok()?;
         let kb = |key: &str| {
             status
@@ -80,9 +82,22 @@ impl Served {
                 .nth(1)?
                 .parse::<u64>()
                 .ok()
+                .map(|kb| kb * 1024)
         };
-        Some((kb("VmRSS:")? * 1024, kb("VmHWM:")? * 1024))
+        Some(Memory {
+            now: kb("VmRSS:")?,
+            peak: kb("VmHWM:")?,
+            files: kb("RssFile:")?,
+        })
     }
+}
+
+/// A process's resident memory, in bytes.
+pub(crate) struct Memory {
+    pub(crate) now: u64,
+    pub(crate) peak: u64,
+    /// Of `now`, the pages mapped from files.
+    pub(crate) files: u64,
 }
 
 fn free_port() -> Result<u16> {
