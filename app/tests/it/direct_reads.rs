@@ -231,6 +231,18 @@ async fn a_direct_read_past_the_time_bound_gets_e009() {
 // does not cancel the shared call for the others"). The hung-up read is still recorded.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_hanging_up_mid_read_frees_its_turn_and_not_the_shared_read() {
+    hang_up_mid_read(false).await;
+}
+
+// traces: TR-8, AU-1 — the same down rmcp's path (what the direct path must match).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_hanging_up_mid_read_through_rmcp_is_recorded_too() {
+    hang_up_mid_read(true).await;
+}
+
+/// A client hangs up while the upstream stalls over its read; the agent's next read follows:
+/// both by the direct path, or with `via_rmcp` both by rmcp.
+async fn hang_up_mid_read(via_rmcp: bool) {
     let notes = slow_notes(3000).await;
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
@@ -243,8 +255,13 @@ async fn a_client_hanging_up_mid_read_frees_its_turn_and_not_the_shared_read() {
         "params": {"uri": uri, "_meta": meta()}})
     .to_string();
     let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: resources/read\r\nMcp-Name: {uri}\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{}MCP-Protocol-Version: {MODERN}\r\nMcp-Method: resources/read\r\nMcp-Name: {uri}\r\nContent-Length: {}\r\n\r\n{body}",
         gw.addr.port(),
+        if via_rmcp {
+            "Accept: text/event-stream;q=1\r\n"
+        } else {
+            ""
+        },
         body.len()
     );
     let mut hanging_up = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
@@ -262,9 +279,23 @@ async fn a_client_hanging_up_mid_read_frees_its_turn_and_not_the_shared_read() {
     // The hang-up reaches the gateway as the connection's end, which it may see a moment after
     // the next request: 429 (the turn still held) is retried for a second, a third of what the
     // upstream still stalls for.
+    let second = json!({"jsonrpc": "2.0", "id": 52, "method": "resources/read",
+        "params": {"uri": uri, "_meta": meta()}})
+    .to_string();
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let version = format!("MCP-Protocol-Version: {MODERN}");
+    let name = format!("Mcp-Name: {uri}");
+    let mut headers = vec![
+        version.as_str(),
+        "Mcp-Method: resources/read",
+        name.as_str(),
+    ];
+    if via_rmcp {
+        headers.push("Accept: text/event-stream;q=1");
+    }
     let (status, answer) = loop {
         let sent = std::time::Instant::now();
-        let (status, answer) = read(gw.addr, uri, 52, None, false).await;
+        let (status, _, answer) = post(gw.addr, &host, &headers, &second).await;
         if status != 429 {
             assert!(
                 sent.duration_since(hung_up) < Duration::from_secs(1),
@@ -279,6 +310,7 @@ async fn a_client_hanging_up_mid_read_frees_its_turn_and_not_the_shared_read() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     };
     assert_eq!(status, 200, "{answer}");
+    let answer = message(&answer);
     assert!(
         answer["result"]["contents"][0]["text"].is_string(),
         "{answer}"
@@ -290,11 +322,12 @@ async fn a_client_hanging_up_mid_read_frees_its_turn_and_not_the_shared_read() {
     );
     assert_eq!(
         answered_directly(dir.path()),
-        2,
-        "both reads were the direct path's"
+        if via_rmcp { 0 } else { 2 },
+        "which path answered"
     );
-    // The hung-up read ran to its end and is recorded, as rmcp's path records one (its handler
-    // is not stopped by a hang-up either); its record may follow the second's answer.
+    // The hung-up read ran to its end and is recorded (rmcp's handler is not stopped by a
+    // hang-up; the direct path finishes a read dropped unfinished in a task of its own); its
+    // record may follow the second's answer.
     let waited = std::time::Instant::now();
     let records = loop {
         let records: Vec<Value> = export(dir.path(), &[])
