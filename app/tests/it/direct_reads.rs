@@ -23,6 +23,27 @@ use crate::{
 /// Quarry's log at trace level for the direct path only.
 const TRACED: (&str, &str) = ("QUARRY_LOG", "info,quarry_mcp_server::http::direct=trace");
 
+/// The body of a 2026-07-28 read of `uri` with id `id`.
+fn read_body(uri: &str, id: u32, meta: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "resources/read",
+        "params": {"uri": uri, "_meta": meta}})
+    .to_string()
+}
+
+/// The headers of a 2026-07-28 read of `uri`; with `via_rmcp`, a second Accept line with a
+/// weight, which rmcp's parser takes and the direct path does not.
+fn read_headers(uri: &str, via_rmcp: bool) -> Vec<String> {
+    let mut headers = vec![
+        format!("MCP-Protocol-Version: {MODERN}"),
+        "Mcp-Method: resources/read".to_owned(),
+        format!("Mcp-Name: {uri}"),
+    ];
+    if via_rmcp {
+        headers.push("Accept: text/event-stream;q=1".to_owned());
+    }
+    headers
+}
+
 /// A 2026-07-28 read of `uri` with id `id` (and `host_id` as the host's request id): answered
 /// by the direct path, or with `via_rmcp` by rmcp. The status and the answer, `ttlMs` removed
 /// (it counts down between two answers).
@@ -37,20 +58,9 @@ async fn read(
     if let Some(host_id) = host_id {
         meta["io.quarry/host_request_id"] = json!(host_id);
     }
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": "resources/read",
-        "params": {"uri": uri, "_meta": meta}})
-    .to_string();
-    let version = format!("MCP-Protocol-Version: {MODERN}");
-    let name = format!("Mcp-Name: {uri}");
-    let mut headers = vec![
-        version.as_str(),
-        "Mcp-Method: resources/read",
-        name.as_str(),
-    ];
-    if via_rmcp {
-        // A second Accept line, with a weight: rmcp's parser takes it, the direct path does not.
-        headers.push("Accept: text/event-stream;q=1");
-    }
+    let body = read_body(uri, id, meta);
+    let headers = read_headers(uri, via_rmcp);
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     let host = format!("127.0.0.1:{}", addr.port());
     let (status, head, body) = post(addr, &host, &headers, &body).await;
     assert!(
@@ -194,16 +204,9 @@ async fn a_direct_read_past_the_time_bound_gets_e009() {
     .await;
     let host = format!("127.0.0.1:{}", gw.addr.port());
     let uri = "mcp://notes/fixture_3A//slow";
-    let body = json!({"jsonrpc": "2.0", "id": 41, "method": "resources/read",
-        "params": {"uri": uri, "_meta": meta()}})
-    .to_string();
-    let version = format!("MCP-Protocol-Version: {MODERN}");
-    let name = format!("Mcp-Name: {uri}");
-    let headers = [
-        version.as_str(),
-        "Mcp-Method: resources/read",
-        name.as_str(),
-    ];
+    let body = read_body(uri, 41, meta());
+    let headers = read_headers(uri, false);
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     let started = std::time::Instant::now();
     let (status, _, answer) = post(gw.addr, &host, &headers, &body).await;
     let took = started.elapsed();
@@ -251,17 +254,12 @@ async fn hang_up_mid_read(via_rmcp: bool) {
     );
     let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[TRACED]).await;
     let uri = "mcp://notes/fixture_3A//slow";
-    let body = json!({"jsonrpc": "2.0", "id": 51, "method": "resources/read",
-        "params": {"uri": uri, "_meta": meta()}})
-    .to_string();
+    let headers = read_headers(uri, via_rmcp);
+    let body = read_body(uri, 51, meta());
     let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{}MCP-Protocol-Version: {MODERN}\r\nMcp-Method: resources/read\r\nMcp-Name: {uri}\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{}\r\nContent-Length: {}\r\n\r\n{body}",
         gw.addr.port(),
-        if via_rmcp {
-            "Accept: text/event-stream;q=1\r\n"
-        } else {
-            ""
-        },
+        headers.join("\r\n"),
         body.len()
     );
     let mut hanging_up = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
@@ -279,20 +277,9 @@ async fn hang_up_mid_read(via_rmcp: bool) {
     // The hang-up reaches the gateway as the connection's end, which it may see a moment after
     // the next request: 429 (the turn still held) is retried for a second, a third of what the
     // upstream still stalls for.
-    let second = json!({"jsonrpc": "2.0", "id": 52, "method": "resources/read",
-        "params": {"uri": uri, "_meta": meta()}})
-    .to_string();
+    let second = read_body(uri, 52, meta());
     let host = format!("127.0.0.1:{}", gw.addr.port());
-    let version = format!("MCP-Protocol-Version: {MODERN}");
-    let name = format!("Mcp-Name: {uri}");
-    let mut headers = vec![
-        version.as_str(),
-        "Mcp-Method: resources/read",
-        name.as_str(),
-    ];
-    if via_rmcp {
-        headers.push("Accept: text/event-stream;q=1");
-    }
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     let (status, answer) = loop {
         let sent = std::time::Instant::now();
         let (status, _, answer) = post(gw.addr, &host, &headers, &second).await;
