@@ -15,7 +15,7 @@ use crate::{
     audit::export,
     eras::{MODERN, message, meta},
     http::{Served, post, served_env},
-    http_bounds::{slow_notes, within_a_second},
+    http_bounds::{session, slow_notes, within_a_second},
     policy::config,
     support::{http_fixture, http_server},
 };
@@ -86,6 +86,37 @@ async fn alices_gateway(dir: &std::path::Path) -> (Served, [HttpFixture; 2]) {
     let config = config(&notes.url, &wiki.url, "alice", "");
     let gw = served_env(dir, &config, "127.0.0.1:0", &[], &[TRACED]).await;
     (gw, [notes, wiki])
+}
+
+/// The entries of the trail's read records, once there are `at_least` of them (a read that
+/// outlived its answer is recorded when it ends), or all there are after ten seconds.
+async fn read_records(dir: &std::path::Path, at_least: usize) -> Vec<Value> {
+    let waited = std::time::Instant::now();
+    loop {
+        let records: Vec<Value> = export(dir, &[])
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["entry"].clone())
+            .filter(|e| e["action"] == "read")
+            .collect();
+        if records.len() >= at_least || waited.elapsed() > Duration::from_secs(10) {
+            return records;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sends `request` on a connection of its own, and hangs up once its read reached `notes`.
+async fn hang_up_once_upstream(addr: SocketAddr, request: &str, notes: &HttpFixture) {
+    let mut hanging_up = tokio::net::TcpStream::connect(addr).await.unwrap();
+    hanging_up.write_all(request.as_bytes()).await.unwrap();
+    let waited = std::time::Instant::now();
+    while notes.server.reads() == 0 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "the read never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// How many requests the direct path answered, as the log says.
@@ -225,6 +256,13 @@ async fn a_direct_read_past_the_time_bound_gets_e009() {
         again["result"]["contents"][0]["text"].is_string(),
         "{again}"
     );
+    // The read cut at the bound ran to its end (the upstream answered at 4 s) and is recorded,
+    // as on rmcp's path: the trail holds every read that started.
+    let records = read_records(dir.path(), 2).await;
+    assert!(
+        records.iter().any(|r| r["mcp_request_id"] == "41"),
+        "{records:?}"
+    );
 }
 
 // traces: TR-8, AU-1 — a client that hangs up while the direct path is answering its
@@ -262,17 +300,7 @@ async fn hang_up_mid_read(via_rmcp: bool) {
         headers.join("\r\n"),
         body.len()
     );
-    let mut hanging_up = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
-    hanging_up.write_all(request.as_bytes()).await.unwrap();
-    let waited = std::time::Instant::now();
-    while notes.server.reads() == 0 {
-        assert!(
-            waited.elapsed() < Duration::from_secs(10),
-            "the read never reached the upstream"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    drop(hanging_up);
+    hang_up_once_upstream(gw.addr, &request, &notes).await;
     let hung_up = std::time::Instant::now();
     // The hang-up reaches the gateway as the connection's end, which it may see a moment after
     // the next request: 429 (the turn still held) is retried for a second, a third of what the
@@ -315,18 +343,7 @@ async fn hang_up_mid_read(via_rmcp: bool) {
     // The hung-up read ran to its end and is recorded (rmcp's handler is not stopped by a
     // hang-up; the direct path finishes a read dropped unfinished in a task of its own); its
     // record may follow the second's answer.
-    let waited = std::time::Instant::now();
-    let records = loop {
-        let records: Vec<Value> = export(dir.path(), &[])
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["entry"].clone())
-            .filter(|e| e["action"] == "read")
-            .collect();
-        if records.len() >= 2 || waited.elapsed() > Duration::from_secs(10) {
-            break records;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let records = read_records(dir.path(), 2).await;
     let mut ids: Vec<&str> = records
         .iter()
         .map(|r| r["mcp_request_id"].as_str().unwrap_or_default())
@@ -334,4 +351,34 @@ async fn hang_up_mid_read(via_rmcp: bool) {
     ids.sort_unstable();
     assert_eq!(ids, ["51", "52"], "{records:?}");
     assert!(records.iter().all(|r| r["result"] == "ok"), "{records:?}");
+}
+
+// traces: AU-1 — a read on a 2025-11-25 session (rmcp's path) whose client hangs up before the
+// answer is recorded too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_hanging_up_mid_read_on_a_session_is_recorded_too() {
+    let notes = slow_notes(2000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = served_env(
+        dir.path(),
+        &http_server("notes", &notes.url),
+        "127.0.0.1:0",
+        &[],
+        &[],
+    )
+    .await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let body = json!({"jsonrpc": "2.0", "id": 61, "method": "resources/read",
+        "params": {"uri": "mcp://notes/fixture_3A//slow"}})
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n{sid}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    hang_up_once_upstream(gw.addr, &request, &notes).await;
+    let records = read_records(dir.path(), 1).await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["mcp_request_id"], "61", "{records:?}");
+    assert_eq!(records[0]["result"], "ok", "{records:?}");
 }
