@@ -72,6 +72,11 @@ pub struct GatewayServer {
     subscribed: resources::Subscribed,
     /// Over HTTP, where sessions are recorded (their subscriptions too) for other replicas.
     sessions: Option<crate::http::Shared>,
+    /// Over HTTP, for one request: what it holds of the transport's bounds (its agent's
+    /// in-flight permit, its turn), kept while this server is, so that a request whose answer
+    /// is no longer wanted (its client hung up, or the time bound passed) counts until its work
+    /// ends. Nothing for a session's own server.
+    _held: Option<Arc<crate::http::Hold>>,
 }
 
 /// Who an HTTP request is from, as the transport's authentication found: put in the request's
@@ -121,6 +126,7 @@ impl GatewayServer {
             options,
             subscribed: resources::Subscribed::default(),
             sessions: None,
+            _held: None,
         }
     }
 
@@ -151,6 +157,7 @@ impl GatewayServer {
             options,
             subscribed: resources::Subscribed::default(),
             sessions: None,
+            _held: None,
         }
     }
 
@@ -162,16 +169,23 @@ impl GatewayServer {
         }
     }
 
-    /// This server for one request: the caller's gateway, told what the transport knows of it.
+    /// This server for one request: the caller's gateway, told what the transport knows of it,
+    /// holding the request's place in the transport's bounds until it is dropped.
     async fn scoped(&self, context: &RequestContext<RoleServer>) -> Self {
-        self.scoped_by(&context.extensions, request_meta(context))
-            .await
+        let held = parts(&context.extensions)
+            .and_then(|parts| parts.extensions.get::<crate::http::Claim>())
+            .and_then(crate::http::Claim::keep);
+        Self {
+            _held: held,
+            ..self
+                .scoped_by(&context.extensions, request_meta(context))
+                .await
+        }
     }
 
     /// This server for what `extensions` (a request's or a notification's) say of the caller.
     async fn scoped_by(&self, extensions: &rmcp::model::Extensions, meta: RequestMeta) -> Self {
-        let caller = extensions
-            .get::<axum::http::request::Parts>()
+        let caller = parts(extensions)
             .and_then(|parts| parts.extensions.get::<Caller>())
             .cloned();
         self.scoped_as(caller, meta).await
@@ -213,8 +227,14 @@ impl GatewayServer {
             options,
             subscribed: self.subscribed.clone(),
             sessions: self.sessions.clone(),
+            _held: None,
         }
     }
+}
+
+/// The HTTP request's parts, which rmcp puts in a request's (or a notification's) extensions.
+fn parts(extensions: &rmcp::model::Extensions) -> Option<&axum::http::request::Parts> {
+    extensions.get::<axum::http::request::Parts>()
 }
 
 /// A tool result the model reads: structured content plus the same JSON as text, for hosts that

@@ -44,6 +44,7 @@ mod tls;
 use auth::Authenticator;
 pub(crate) use auth::Granted;
 pub use auth::ResourceServerOptions;
+pub(crate) use bounds::{Claim, Hold};
 
 use guard::{Initialize, sessions};
 use sessions::Sessions;
@@ -271,6 +272,12 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
         address,
         scopes,
     });
+    // The handler keeps the hold too, so a request whose answer is no longer wanted (a hang-up,
+    // the time bound) counts until its work ends.
+    let hold = bounds::Hold::new(permit);
+    request
+        .extensions_mut()
+        .insert(bounds::Claim(Arc::downgrade(&hold)));
     // One message, not a batch: what rmcp admits, times and opens a session for.
     let single = message
         .filter(|m| !m.batch)
@@ -293,7 +300,7 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
         next.run(request),
         posted.then_some(g.request_timeout),
         id,
-        permit,
+        hold,
         admission,
     )
     .await

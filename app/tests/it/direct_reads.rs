@@ -105,8 +105,18 @@ async fn read_records(dir: &std::path::Path, at_least: usize) -> Vec<Value> {
     }
 }
 
+/// The JSON-RPC ids of `records`, sorted.
+fn request_ids(records: &[Value]) -> Vec<&str> {
+    let mut ids: Vec<&str> = records
+        .iter()
+        .map(|r| r["mcp_request_id"].as_str().unwrap_or_default())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
 /// Sends `request` on a connection of its own, and hangs up once its read reached `notes`.
-async fn hang_up_once_upstream(addr: SocketAddr, request: &str, notes: &HttpFixture) {
+pub(crate) async fn hang_up_once_upstream(addr: SocketAddr, request: &str, notes: &HttpFixture) {
     let mut hanging_up = tokio::net::TcpStream::connect(addr).await.unwrap();
     hanging_up.write_all(request.as_bytes()).await.unwrap();
     let waited = std::time::Instant::now();
@@ -219,24 +229,35 @@ async fn a_direct_read_is_audited_like_any_other() {
     );
 }
 
-// traces: TR-8 — the direct path is within http.request_timeout_seconds like any request: a
-// read the upstream stalls over is ended with E009 at the bound, and the gateway serves on.
+// traces: TR-8, AU-1 — the direct path is within http.request_timeout_seconds like any
+// request: a read the upstream stalls over is ended with E009 at the bound, and the gateway
+// serves on. The cut read runs to its end and is recorded, and until then it still counts
+// against its agent's bound (http.max_requests_per_agent = 1 here).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_direct_read_past_the_time_bound_gets_e009() {
+    past_the_time_bound(false).await;
+}
+
+// traces: TR-8, AU-1 — the same down rmcp's path (what the direct path must match).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_past_the_time_bound_through_rmcp_gets_e009_too() {
+    past_the_time_bound(true).await;
+}
+
+/// A read of the `slow` item (the upstream answers after 4 s) cut at a bound of 1 s; the
+/// agent's next read follows: both by the direct path, or with `via_rmcp` both by rmcp.
+async fn past_the_time_bound(via_rmcp: bool) {
     let notes = slow_notes(4000).await;
     let dir = tempfile::tempdir().unwrap();
-    let gw = served_env(
-        dir.path(),
-        &within_a_second(&notes.url),
-        "127.0.0.1:0",
-        &[],
-        &[TRACED],
-    )
-    .await;
+    let config = format!(
+        "{}max_requests_per_agent = 1\n",
+        within_a_second(&notes.url)
+    );
+    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[TRACED]).await;
     let host = format!("127.0.0.1:{}", gw.addr.port());
     let uri = "mcp://notes/fixture_3A//slow";
     let body = read_body(uri, 41, meta());
-    let headers = read_headers(uri, false);
+    let headers = read_headers(uri, via_rmcp);
     let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     let started = std::time::Instant::now();
     let (status, _, answer) = post(gw.addr, &host, &headers, &body).await;
@@ -248,16 +269,28 @@ async fn a_direct_read_past_the_time_bound_gets_e009() {
         took < Duration::from_millis(3000),
         "cut at the bound: {took:?}"
     );
-    assert_eq!(answered_directly(dir.path()), 1);
+    assert_eq!(
+        answered_directly(dir.path()),
+        usize::from(!via_rmcp),
+        "which path answered"
+    );
+    // The cut read goes on until the upstream answers, 4 s after it started, and holds the
+    // agent's one place in flight until then.
     let hello = "mcp://notes/fixture_3A//text/hello.txt";
-    let (status, again) = read(gw.addr, hello, 42, None, false).await;
+    let again = read_body(hello, 42, meta());
+    let hello_headers = read_headers(hello, via_rmcp);
+    let hello_headers: Vec<&str> = hello_headers.iter().map(String::as_str).collect();
+    let (sent, status, again) = first_let_in(gw.addr, &hello_headers, &again, started).await;
+    assert!(
+        sent >= Duration::from_millis(3500),
+        "the agent's next read was let in {sent:?} after the cut read started, before it ended"
+    );
     assert_eq!(status, 200, "{again}");
+    let again = message(&again);
     assert!(
         again["result"]["contents"][0]["text"].is_string(),
         "{again}"
     );
-    // The read cut at the bound ran to its end (the upstream answered at 4 s) and is recorded,
-    // as on rmcp's path: the trail holds every read that started.
     let records = read_records(dir.path(), 2).await;
     assert!(
         records.iter().any(|r| r["mcp_request_id"] == "41"),
@@ -265,24 +298,48 @@ async fn a_direct_read_past_the_time_bound_gets_e009() {
     );
 }
 
-// traces: TR-8, AU-1 — a client that hangs up while the direct path is answering its
-// read gives its turn back at once (http.max_requests_per_agent = 1 lets the agent's next read
-// in long before the stalled upstream answers), and the upstream read it started goes on for
-// the others: the next client's read of the same resource joins it ("a caller that gives up
-// does not cancel the shared call for the others"). The hung-up read is still recorded.
+/// Sends `body` with `headers` to `addr` every 50 ms from now until it is let in (any status
+/// but 429), for at most ten seconds after `since`: when it was sent, counted from `since`, and
+/// its status and answer.
+async fn first_let_in(
+    addr: SocketAddr,
+    headers: &[&str],
+    body: &str,
+    since: std::time::Instant,
+) -> (Duration, u16, String) {
+    let host = format!("127.0.0.1:{}", addr.port());
+    loop {
+        let sent = since.elapsed();
+        let (status, _, answer) = post(addr, &host, headers, body).await;
+        if status != 429 {
+            return (sent, status, answer);
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "never let in: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// traces: TR-8, AU-1 — a client that hangs up while the direct path is answering its read
+// does not give its place back early: the read runs to its end and counts against its agent
+// until then (http.max_requests_per_agent = 1 keeps the agent's next read out, 429, until the
+// stalled upstream answers). The upstream read is not cancelled: the next read is answered
+// from what it cached, and the hung-up read is recorded.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_client_hanging_up_mid_read_frees_its_turn_and_not_the_shared_read() {
+async fn a_client_hanging_up_mid_read_keeps_its_place_until_the_read_ends() {
     hang_up_mid_read(false).await;
 }
 
 // traces: TR-8, AU-1 — the same down rmcp's path (what the direct path must match).
 #[tokio::test(flavor = "multi_thread")]
-async fn a_client_hanging_up_mid_read_through_rmcp_is_recorded_too() {
+async fn a_client_hanging_up_mid_read_through_rmcp_keeps_its_place_too() {
     hang_up_mid_read(true).await;
 }
 
-/// A client hangs up while the upstream stalls over its read; the agent's next read follows:
-/// both by the direct path, or with `via_rmcp` both by rmcp.
+/// A client hangs up while the upstream stalls over its read (3 s); the agent's next read
+/// follows: both by the direct path, or with `via_rmcp` both by rmcp.
 async fn hang_up_mid_read(via_rmcp: bool) {
     let notes = slow_notes(3000).await;
     let dir = tempfile::tempdir().unwrap();
@@ -301,29 +358,14 @@ async fn hang_up_mid_read(via_rmcp: bool) {
         body.len()
     );
     hang_up_once_upstream(gw.addr, &request, &notes).await;
-    let hung_up = std::time::Instant::now();
-    // The hang-up reaches the gateway as the connection's end, which it may see a moment after
-    // the next request: 429 (the turn still held) is retried for a second, a third of what the
-    // upstream still stalls for.
+    let reached = std::time::Instant::now();
     let second = read_body(uri, 52, meta());
-    let host = format!("127.0.0.1:{}", gw.addr.port());
     let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
-    let (status, answer) = loop {
-        let sent = std::time::Instant::now();
-        let (status, _, answer) = post(gw.addr, &host, &headers, &second).await;
-        if status != 429 {
-            assert!(
-                sent.duration_since(hung_up) < Duration::from_secs(1),
-                "the turn came back only when the upstream answered"
-            );
-            break (status, answer);
-        }
-        assert!(
-            hung_up.elapsed() < Duration::from_secs(1),
-            "the hung-up read kept its turn: {answer}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
+    let (sent, status, answer) = first_let_in(gw.addr, &headers, &second, reached).await;
+    assert!(
+        sent >= Duration::from_millis(2500),
+        "the agent's next read was let in {sent:?} after the hang-up, before the upstream answered"
+    );
     assert_eq!(status, 200, "{answer}");
     let answer = message(&answer);
     assert!(
@@ -333,7 +375,7 @@ async fn hang_up_mid_read(via_rmcp: bool) {
     assert_eq!(
         notes.server.reads(),
         1,
-        "the second read joined the first's upstream read"
+        "the hung-up read's upstream read ran to its end and answered the second from the cache"
     );
     assert_eq!(
         answered_directly(dir.path()),
@@ -341,44 +383,52 @@ async fn hang_up_mid_read(via_rmcp: bool) {
         "which path answered"
     );
     // The hung-up read ran to its end and is recorded (rmcp's handler is not stopped by a
-    // hang-up; the direct path finishes a read dropped unfinished in a task of its own); its
-    // record may follow the second's answer.
+    // hang-up; the direct path finishes a read dropped unfinished in a task of its own).
     let records = read_records(dir.path(), 2).await;
-    let mut ids: Vec<&str> = records
-        .iter()
-        .map(|r| r["mcp_request_id"].as_str().unwrap_or_default())
-        .collect();
-    ids.sort_unstable();
-    assert_eq!(ids, ["51", "52"], "{records:?}");
+    assert_eq!(request_ids(&records), ["51", "52"], "{records:?}");
     assert!(records.iter().all(|r| r["result"] == "ok"), "{records:?}");
 }
 
-// traces: AU-1 — a read on a 2025-11-25 session (rmcp's path) whose client hangs up before the
-// answer is recorded too.
+// traces: TR-8, AU-1 — a read on a 2025-11-25 session (rmcp's path) whose client hangs up
+// before the answer keeps its agent's place until it ends (http.max_requests_per_agent = 1),
+// and is recorded too.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_client_hanging_up_mid_read_on_a_session_is_recorded_too() {
+async fn a_client_hanging_up_mid_read_on_a_session_keeps_its_place_too() {
     let notes = slow_notes(2000).await;
     let dir = tempfile::tempdir().unwrap();
-    let gw = served_env(
-        dir.path(),
-        &http_server("notes", &notes.url),
-        "127.0.0.1:0",
-        &[],
-        &[],
-    )
-    .await;
+    let config = format!(
+        "{}[http]\nmax_requests_per_agent = 1\n",
+        http_server("notes", &notes.url)
+    );
+    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[]).await;
     let host = format!("127.0.0.1:{}", gw.addr.port());
     let sid = session(gw.addr, &host).await;
-    let body = json!({"jsonrpc": "2.0", "id": 61, "method": "resources/read",
-        "params": {"uri": "mcp://notes/fixture_3A//slow"}})
-    .to_string();
+    let body = |id: u32, item: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "resources/read",
+            "params": {"uri": format!("mcp://notes/fixture_3A//{item}")}})
+        .to_string()
+    };
+    let first = body(61, "slow");
     let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n{sid}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n{sid}\r\nContent-Length: {}\r\n\r\n{first}",
+        first.len()
     );
     hang_up_once_upstream(gw.addr, &request, &notes).await;
-    let records = read_records(dir.path(), 1).await;
-    assert_eq!(records.len(), 1, "{records:?}");
-    assert_eq!(records[0]["mcp_request_id"], "61", "{records:?}");
-    assert_eq!(records[0]["result"], "ok", "{records:?}");
+    let reached = std::time::Instant::now();
+    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let second = body(62, "text/hello.txt");
+    let (sent, status, answer) = first_let_in(gw.addr, &headers, &second, reached).await;
+    assert!(
+        sent >= Duration::from_millis(1500),
+        "the agent's next read was let in {sent:?} after the hang-up, before the upstream answered"
+    );
+    assert_eq!(status, 200, "{answer}");
+    let answer = message(&answer);
+    assert!(
+        answer["result"]["contents"][0]["text"].is_string(),
+        "{answer}"
+    );
+    let records = read_records(dir.path(), 2).await;
+    assert_eq!(request_ids(&records), ["61", "62"], "{records:?}");
+    assert!(records.iter().all(|r| r["result"] == "ok"), "{records:?}");
 }

@@ -1,12 +1,14 @@
 //! Requests handled at once across agents (`http.max_requests_in_flight`): past the bound a
-//! request waits its turn, within its time, instead of being refused; a 2026-07-28 listener,
-//! which stays open, holds no turn.
+//! request waits its turn, within its time, instead of being refused; a request whose client
+//! hangs up keeps its turn until its work ends; a 2026-07-28 listener, which stays open, holds
+//! no turn.
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::{
+    direct_reads::hang_up_once_upstream,
     eras::modern_raw,
     http::{post, served},
     http_bounds::{session, slow_fixture, slow_read},
@@ -53,6 +55,39 @@ async fn past_the_bound_a_request_waits_its_turn() {
         quick.1 >= Duration::from_millis(500),
         "the tools/list sent while the slow read held the only turn was answered in {:?}",
         quick.1
+    );
+}
+
+// traces: TR-8 — a request whose client hangs up keeps its turn until its work ends: with one
+// turn, a read hung up on once it reached the upstream still holds it for the 700 ms the upstream
+// takes, so hanging up does not let more work in than the bound.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_hung_up_on_keeps_its_turn_until_its_work_ends() {
+    let notes = slow_fixture().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}[http]\nmax_requests_in_flight = 1\n",
+        http_server("notes", &notes.url)
+    );
+    let gw = served(dir.path(), &config, &[]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let body = slow_read(1);
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n{sid}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    hang_up_once_upstream(gw.addr, &request, &notes).await;
+    let sent = Instant::now();
+    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let list = r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#;
+    let (status, _, answer) = post(gw.addr, &host, &headers, list).await;
+    let waited = sent.elapsed();
+    assert_eq!(status, 200, "waited, not refused: {answer}");
+    assert!(answer.contains("read_mcp_resource"), "{answer}");
+    assert!(
+        waited >= Duration::from_millis(500),
+        "the tools/list sent after the hang-up, while the hung-up read still ran, was answered in {waited:?}"
     );
 }
 

@@ -358,7 +358,12 @@ impl GatewayServer {
         &self,
         context: SubscriptionContext,
     ) -> Result<(), ErrorData> {
-        let me = self.scoped(context.request_context()).await;
+        // Not `scoped`: the stream's place in the transport's bounds is the stream's own, held
+        // until it ends; this loop may outlive it until its next change.
+        let request = context.request_context();
+        let me = self
+            .scoped_by(&request.extensions, super::request_meta(request))
+            .await;
         let mut feed = me.gateway.changes();
         let mut watching: HashSet<String> = HashSet::new();
         for shown in context.accepted().resource_subscriptions.iter().flatten() {

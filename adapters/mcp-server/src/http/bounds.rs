@@ -3,9 +3,14 @@
 //! `http.request_timeout_seconds`. An answer not begun by then is 504; an event stream still
 //! open then gets a JSON-RPC error for the request and ends. The caller's in-flight permit is
 //! held until the answer's last byte, and so is its turn among the requests handled at once
-//! (`http.max_requests_in_flight`), which it waits for within its time.
+//! (`http.max_requests_in_flight`), which it waits for within its time: both are a [`Hold`],
+//! which the handler of a request keeps too, so that work an answer is no longer wanted for (its
+//! client hung up, or the bound passed) still counts until it ends.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, OnceLock, Weak},
+    time::Duration,
+};
 
 use axum::{
     body::{Body, Bytes},
@@ -39,6 +44,37 @@ pub(super) async fn read_message(
     Ok((Request::from_parts(parts, Body::from(bytes)), message))
 }
 
+/// What a request holds while it counts against the bounds: its agent's in-flight permit
+/// (`http.max_requests_per_agent`) and, once it has one, its turn among the requests handled at
+/// once. Given back when the last holder lets go: the answer's body, and the handler of the
+/// request through its [`Claim`].
+#[derive(Debug)]
+pub(crate) struct Hold {
+    _permit: OwnedSemaphorePermit,
+    turn: OnceLock<OwnedSemaphorePermit>,
+}
+
+impl Hold {
+    pub(super) fn new(permit: OwnedSemaphorePermit) -> Arc<Self> {
+        Arc::new(Self {
+            _permit: permit,
+            turn: OnceLock::new(),
+        })
+    }
+}
+
+/// The way to a request's [`Hold`], in its extensions, for its handler to keep while it works.
+/// Weak, so that a copy of the request's parts kept anywhere holds nothing.
+#[derive(Debug, Clone)]
+pub(crate) struct Claim(pub(super) Weak<Hold>);
+
+impl Claim {
+    /// The hold, while the request still holds it (None once its answer has been dropped).
+    pub(crate) fn keep(&self) -> Option<Arc<Hold>> {
+        self.0.upgrade()
+    }
+}
+
 /// The message a stream gets when its request runs out of time.
 fn timed_out(id: Option<&Value>, limit: Duration) -> Bytes {
     let error = json!({
@@ -56,25 +92,27 @@ fn timed_out(id: Option<&Value>, limit: Duration) -> Bytes {
 }
 
 /// Runs `answer` within `limit` (None: no limit, for event streams a client keeps open), its
-/// body too, holding `permit` until the body ends; with `admission`, `answer` starts once it
-/// has a turn there, held until the body ends as well.
+/// body too, holding `hold` until the body ends; with `admission`, `answer` starts once it
+/// has a turn there, put in `hold`.
 pub(super) async fn within(
     answer: impl Future<Output = Response>,
     limit: Option<Duration>,
     id: Option<Value>,
-    permit: OwnedSemaphorePermit,
+    hold: Arc<Hold>,
     admission: Option<Arc<Semaphore>>,
 ) -> Response {
     let deadline = limit.map(|l| Instant::now() + l);
-    // The turn is waited for within the request's time, and held with the permit.
-    let answer = async move {
-        let turn = match admission {
-            Some(admission) => admission.acquire_owned().await.ok(),
-            None => None,
-        };
-        (turn, answer.await)
+    // The turn is waited for within the request's time.
+    let answer = async {
+        if let Some(admission) = admission
+            && let Ok(turn) = admission.acquire_owned().await
+        {
+            // Nowhere else puts a turn, so this is the first.
+            let _ = hold.turn.set(turn);
+        }
+        answer.await
     };
-    let (turn, response) = match deadline {
+    let response = match deadline {
         Some(at) => match tokio::time::timeout_at(at, answer).await {
             Ok(answered) => answered,
             Err(_) => {
@@ -87,7 +125,6 @@ pub(super) async fn within(
         },
         None => answer.await,
     };
-    let permit = (permit, turn);
     let (parts, body) = response.into_parts();
     let events = parts
         .headers
@@ -96,20 +133,20 @@ pub(super) async fn within(
     let data = body.into_data_stream();
     let Some((deadline, limit)) = deadline.zip(limit) else {
         let stream = data.map(move |chunk| {
-            let _held = &permit;
+            let _held = &hold;
             chunk
         });
         return Response::from_parts(parts, Body::from_stream(stream));
     };
     let stream = futures::stream::unfold(
-        (data, Some(permit), id),
-        move |(mut data, permit, id)| async move {
-            permit.as_ref()?;
+        (data, Some(hold), id),
+        move |(mut data, hold, id)| async move {
+            hold.as_ref()?;
             tokio::select! {
-                chunk = data.next() => chunk.map(|c| (c, (data, permit, id))),
+                chunk = data.next() => chunk.map(|c| (c, (data, hold, id))),
                 () = tokio::time::sleep_until(deadline) => {
                     tracing::warn!("an answer ran past http.request_timeout_seconds; it was cut");
-                    // The error ends the stream; the permit goes with it.
+                    // The error ends the stream; the hold goes with it.
                     events.then(|| (Ok(timed_out(id.as_ref(), limit)), (data, None, None)))
                 }
             }

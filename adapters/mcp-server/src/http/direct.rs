@@ -33,7 +33,7 @@ use rmcp::model::{
     ServerJsonRpcMessage, ServerResult,
 };
 
-use super::SESSION_ID;
+use super::{Claim, SESSION_ID};
 use crate::handler::{Caller, GatewayServer, host_request_id};
 
 /// The path rmcp serves MCP on (`serve_http` nests it there).
@@ -248,7 +248,14 @@ pub(super) async fn reads(
     match read_asked(&parts.headers, &bytes) {
         Some(read) => {
             tracing::trace!(id = %read.id, "a 2026-07-28 read answered outside rmcp");
-            RunsToItsEnd::new(async move { answer(&server, caller, read).await }).await
+            // Kept to the read's end, as rmcp's handler keeps it (`GatewayServer::scoped`).
+            let held = parts.extensions.get::<Claim>().and_then(Claim::keep);
+            RunsToItsEnd::new(async move {
+                let answer = answer(&server, caller, read).await;
+                drop(held);
+                answer
+            })
+            .await
         }
         None => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
