@@ -53,6 +53,10 @@ pub struct RequestMeta {
     pub host_request_id: Option<String>,
     /// Where the request came from, on a network transport.
     pub client_address: Option<String>,
+    /// How long the transport still waits for the answer (its time bound, less what the request
+    /// took before it got here). A request that takes longer is recorded as what its client got:
+    /// cut at the bound, E009.
+    pub answer_within: Option<std::time::Duration>,
 }
 
 /// The resource gateway as its driving adapters (MCP server, CLI) see it.

@@ -103,7 +103,7 @@ fn request_meta(context: &RequestContext<RoleServer>) -> RequestMeta {
     RequestMeta {
         mcp_request_id: Some(context.id.to_string()),
         host_request_id: host,
-        client_address: None,
+        ..RequestMeta::default()
     }
 }
 
@@ -175,11 +175,13 @@ impl GatewayServer {
         let held = parts(&context.extensions)
             .and_then(|parts| parts.extensions.get::<crate::http::Claim>())
             .and_then(crate::http::Claim::keep);
+        let meta = RequestMeta {
+            answer_within: held.as_deref().and_then(crate::http::Hold::answer_within),
+            ..request_meta(context)
+        };
         Self {
             _held: held,
-            ..self
-                .scoped_by(&context.extensions, request_meta(context))
-                .await
+            ..self.scoped_by(&context.extensions, meta).await
         }
     }
 
@@ -193,18 +195,21 @@ impl GatewayServer {
 
     /// `resources/read` for `caller`, answered without rmcp's request context: a 2026-07-28
     /// request that `http::direct` takes (see there). `id` is the request's JSON-RPC id and
-    /// `host_request_id` what its `_meta` gave, as `request_meta` would take them.
+    /// `host_request_id` what its `_meta` gave, as `request_meta` would take them;
+    /// `answer_within` what the transport's time bound leaves, as `scoped` takes it.
     pub(crate) async fn read_for(
         &self,
         caller: Caller,
         id: &rmcp::model::RequestId,
         host_request_id: Option<String>,
+        answer_within: Option<std::time::Duration>,
         uri: String,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let meta = RequestMeta {
             mcp_request_id: Some(id.to_string()),
             host_request_id,
             client_address: None,
+            answer_within,
         };
         let me = self.scoped_as(Some(caller), meta).await;
         me.native_read_as(uri).await

@@ -274,7 +274,8 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
     });
     // The handler keeps the hold too, so a request whose answer is no longer wanted (a hang-up,
     // the time bound) counts until its work ends.
-    let hold = bounds::Hold::new(permit);
+    let limit = posted.then_some(g.request_timeout);
+    let hold = bounds::Hold::new(permit, limit);
     request
         .extensions_mut()
         .insert(bounds::Claim(Arc::downgrade(&hold)));
@@ -296,14 +297,7 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
         .filter(|c| c.is_request() && c.method.as_deref() != Some("subscriptions/listen"))
         .map(|_| g.admission.clone());
     let id = single.and_then(|c| c.id);
-    bounds::within(
-        next.run(request),
-        posted.then_some(g.request_timeout),
-        id,
-        hold,
-        admission,
-    )
-    .await
+    bounds::within(next.run(request), limit, id, hold, admission).await
 }
 
 /// Serves MCP at `/mcp` on `http.addr`, each caller through its gateway among `agents` (the

@@ -90,7 +90,7 @@ async fn alices_gateway(dir: &std::path::Path) -> (Served, [HttpFixture; 2]) {
 
 /// The entries of the trail's read records, once there are `at_least` of them (a read that
 /// outlived its answer is recorded when it ends), or all there are after ten seconds.
-async fn read_records(dir: &std::path::Path, at_least: usize) -> Vec<Value> {
+pub(crate) async fn read_records(dir: &std::path::Path, at_least: usize) -> Vec<Value> {
     let waited = std::time::Instant::now();
     loop {
         let records: Vec<Value> = export(dir, &[])
@@ -231,8 +231,8 @@ async fn a_direct_read_is_audited_like_any_other() {
 
 // traces: TR-8, AU-1 — the direct path is within http.request_timeout_seconds like any
 // request: a read the upstream stalls over is ended with E009 at the bound, and the gateway
-// serves on. The cut read runs to its end and is recorded, and until then it still counts
-// against its agent's bound (http.max_requests_per_agent = 1 here).
+// serves on. The cut read runs to its end and is recorded as what its client got (E009), and
+// until then it still counts against its agent's bound (http.max_requests_per_agent = 1 here).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_direct_read_past_the_time_bound_gets_e009() {
     past_the_time_bound(false).await;
@@ -291,9 +291,19 @@ async fn past_the_time_bound(via_rmcp: bool) {
         again["result"]["contents"][0]["text"].is_string(),
         "{again}"
     );
+    // Recorded as what its client got: cut at the bound, E009, nothing returned.
     let records = read_records(dir.path(), 2).await;
-    assert!(
-        records.iter().any(|r| r["mcp_request_id"] == "41"),
+    let cut = records
+        .iter()
+        .find(|r| r["mcp_request_id"] == "41")
+        .unwrap_or_else(|| panic!("the cut read is recorded: {records:?}"));
+    assert_eq!(cut["result"], "error", "{cut}");
+    assert_eq!(cut["error_code"], "E009", "{cut}");
+    assert!(cut["bytes_returned"].is_null(), "{cut}");
+    let next = records.iter().find(|r| r["mcp_request_id"] == "42");
+    assert_eq!(
+        next.map(|r| &r["result"]),
+        Some(&json!("ok")),
         "{records:?}"
     );
 }

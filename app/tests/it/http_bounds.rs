@@ -273,9 +273,10 @@ async fn https_serves_tls_1_3_with_the_configured_certificate() {
     assert!(stderr.contains("[http.api_keys]"), "{stderr}");
 }
 
-// traces: TR-8 — a request's answer must end within http.request_timeout_seconds: a read the
-// upstream takes longer over is ended with a JSON-RPC error for that request (E009, naming the
-// bound) well before the upstream would have answered, and the gateway serves on.
+// traces: TR-8, AU-1 — a request's answer must end within http.request_timeout_seconds: a
+// read the upstream takes longer over is ended with a JSON-RPC error for that request (E009,
+// naming the bound) well before the upstream would have answered, and the gateway serves on;
+// the read's audit record says E009 too.
 #[tokio::test(flavor = "multi_thread")]
 async fn tr_8_a_request_past_the_total_time_bound_gets_a_clear_error() {
     let notes = slow_notes(4000).await;
@@ -297,6 +298,11 @@ async fn tr_8_a_request_past_the_total_time_bound_gets_a_clear_error() {
     );
     let list = r#"{"jsonrpc":"2.0","id":42,"method":"tools/list"}"#;
     assert_eq!(post(gw.addr, &host, &headers, list).await.0, 200);
+    // The read runs on until the upstream answers, and is recorded as what its client got.
+    let records = crate::direct_reads::read_records(dir.path(), 1).await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["mcp_request_id"], "41", "{records:?}");
+    assert_eq!(records[0]["error_code"], "E009", "{records:?}");
 }
 
 /// A raw GET of `/mcp` with `headers`: the event stream, read until it ends (or 3 s).

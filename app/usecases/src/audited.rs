@@ -242,6 +242,21 @@ impl Audited {
             retry_count: retries.load(Ordering::Relaxed),
             ..entry
         };
+        // Past the transport's time bound its client got E009, whatever the work came to.
+        let entry = if self
+            .meta
+            .answer_within
+            .is_some_and(|within| latency > within)
+        {
+            AuditEntry {
+                result: "error".to_owned(),
+                error_code: Some(ErrorCode::E009.as_str().to_owned()),
+                bytes_returned: None,
+                ..entry
+            }
+        } else {
+            entry
+        };
         if let Some(trail) = &self.accounts.trail
             && let Err(e) = trail.append(&entry).await
         {

@@ -52,14 +52,24 @@ pub(super) async fn read_message(
 pub(crate) struct Hold {
     _permit: OwnedSemaphorePermit,
     turn: OnceLock<OwnedSemaphorePermit>,
+    /// When the answer must have ended, for a request bounded in time.
+    deadline: Option<Instant>,
 }
 
 impl Hold {
-    pub(super) fn new(permit: OwnedSemaphorePermit) -> Arc<Self> {
+    /// What a request holds with `permit`, its answer due within `limit` from now.
+    pub(super) fn new(permit: OwnedSemaphorePermit, limit: Option<Duration>) -> Arc<Self> {
         Arc::new(Self {
             _permit: permit,
             turn: OnceLock::new(),
+            deadline: limit.map(|l| Instant::now() + l),
         })
+    }
+
+    /// How long the answer may still take (None: no bound).
+    pub(crate) fn answer_within(&self) -> Option<Duration> {
+        self.deadline
+            .map(|at| at.saturating_duration_since(Instant::now()))
     }
 }
 
@@ -91,9 +101,9 @@ fn timed_out(id: Option<&Value>, limit: Duration) -> Bytes {
     Bytes::from(format!("event: message\ndata: {error}\n\n"))
 }
 
-/// Runs `answer` within `limit` (None: no limit, for event streams a client keeps open), its
-/// body too, holding `hold` until the body ends; with `admission`, `answer` starts once it
-/// has a turn there, put in `hold`.
+/// Runs `answer` within `limit`, the time `hold` was made with (None: no limit, for event
+/// streams a client keeps open), its body too, holding `hold` until the body ends; with
+/// `admission`, `answer` starts once it has a turn there, put in `hold`.
 pub(super) async fn within(
     answer: impl Future<Output = Response>,
     limit: Option<Duration>,
@@ -101,7 +111,7 @@ pub(super) async fn within(
     hold: Arc<Hold>,
     admission: Option<Arc<Semaphore>>,
 ) -> Response {
-    let deadline = limit.map(|l| Instant::now() + l);
+    let deadline = hold.deadline;
     // The turn is waited for within the request's time.
     let answer = async {
         if let Some(admission) = admission

@@ -33,7 +33,7 @@ use rmcp::model::{
     ServerJsonRpcMessage, ServerResult,
 };
 
-use super::{Claim, SESSION_ID};
+use super::{Claim, Hold, SESSION_ID};
 use crate::handler::{Caller, GatewayServer, host_request_id};
 
 /// The path rmcp serves MCP on (`serve_http` nests it there).
@@ -136,14 +136,22 @@ fn status_of(error: Option<&ErrorData>) -> StatusCode {
     }
 }
 
-/// Answers `read` for `caller` as rmcp would answer it on the 2026-07-28 path.
-async fn answer(server: &GatewayServer, caller: Caller, read: Read) -> Response {
+/// Answers `read` for `caller` as rmcp would answer it on the 2026-07-28 path, within what the
+/// transport's time bound leaves (`answer_within`).
+async fn answer(
+    server: &GatewayServer,
+    caller: Caller,
+    read: Read,
+    answer_within: Option<std::time::Duration>,
+) -> Response {
     let Read {
         id,
         uri,
         host_request_id,
     } = read;
-    let answered = server.read_for(caller, &id, host_request_id, uri).await;
+    let answered = server
+        .read_for(caller, &id, host_request_id, answer_within, uri)
+        .await;
     let (message, status) = match answered {
         Ok(response) => {
             let mut result = ServerResult::from(response);
@@ -250,8 +258,9 @@ pub(super) async fn reads(
             tracing::trace!(id = %read.id, "a 2026-07-28 read answered outside rmcp");
             // Kept to the read's end, as rmcp's handler keeps it (`GatewayServer::scoped`).
             let held = parts.extensions.get::<Claim>().and_then(Claim::keep);
+            let within = held.as_deref().and_then(Hold::answer_within);
             RunsToItsEnd::new(async move {
-                let answer = answer(&server, caller, read).await;
+                let answer = answer(&server, caller, read, within).await;
                 drop(held);
                 answer
             })

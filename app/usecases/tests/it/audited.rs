@@ -190,7 +190,7 @@ async fn a_record_carries_the_request_ids_and_its_retries() {
     let gateway = Arc::new(audited).for_request(quarry_ports::RequestMeta {
         mcp_request_id: Some("42".into()),
         host_request_id: Some("host-7".into()),
-        client_address: None,
+        ..Default::default()
     });
     let failed = gateway.read_resource(read(A)).await.unwrap_err();
     assert_eq!(failed.code(), ErrorCode::E003, "{failed}");
