@@ -280,17 +280,14 @@ async fn past_the_time_bound(via_rmcp: bool) {
     let again = read_body(hello, 42, meta());
     let hello_headers = read_headers(hello, via_rmcp);
     let hello_headers: Vec<&str> = hello_headers.iter().map(String::as_str).collect();
-    let (sent, status, again) = first_let_in(gw.addr, &hello_headers, &again, started).await;
-    assert!(
-        sent >= Duration::from_millis(3500),
-        "the agent's next read was let in {sent:?} after the cut read started, before it ended"
-    );
-    assert_eq!(status, 200, "{again}");
-    let again = message(&again);
-    assert!(
-        again["result"]["contents"][0]["text"].is_string(),
-        "{again}"
-    );
+    let_in_not_before(
+        gw.addr,
+        &hello_headers,
+        &again,
+        started,
+        Duration::from_millis(3500),
+    )
+    .await;
     // Recorded as what its client got: cut at the bound, E009, nothing returned.
     let records = read_records(dir.path(), 2).await;
     let cut = records
@@ -308,28 +305,40 @@ async fn past_the_time_bound(via_rmcp: bool) {
     );
 }
 
-/// Sends `body` with `headers` to `addr` every 50 ms from now until it is let in (any status
-/// but 429), for at most ten seconds after `since`: when it was sent, counted from `since`, and
-/// its status and answer.
-async fn first_let_in(
+/// Sends the read `body` with `headers` to `addr` every 50 ms from now until it is let in (any
+/// status but 429), for at most ten seconds after `since`; checks it was let in no sooner than
+/// `not_before` after `since` (until then, the request before it held its agent's one place)
+/// and was answered with a text content.
+async fn let_in_not_before(
     addr: SocketAddr,
     headers: &[&str],
     body: &str,
     since: std::time::Instant,
-) -> (Duration, u16, String) {
+    not_before: Duration,
+) {
     let host = format!("127.0.0.1:{}", addr.port());
-    loop {
+    let (sent, status, answer) = loop {
         let sent = since.elapsed();
         let (status, _, answer) = post(addr, &host, headers, body).await;
         if status != 429 {
-            return (sent, status, answer);
+            break (sent, status, answer);
         }
         assert!(
             since.elapsed() < Duration::from_secs(10),
             "never let in: {answer}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
+    assert!(
+        sent >= not_before,
+        "the agent's next read was let in {sent:?} on, while the request before it still ran"
+    );
+    assert_eq!(status, 200, "{answer}");
+    let answer = message(&answer);
+    assert!(
+        answer["result"]["contents"][0]["text"].is_string(),
+        "{answer}"
+    );
 }
 
 // traces: TR-8, AU-1 — a client that hangs up while the direct path is answering its read
@@ -371,17 +380,14 @@ async fn hang_up_mid_read(via_rmcp: bool) {
     let reached = std::time::Instant::now();
     let second = read_body(uri, 52, meta());
     let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
-    let (sent, status, answer) = first_let_in(gw.addr, &headers, &second, reached).await;
-    assert!(
-        sent >= Duration::from_millis(2500),
-        "the agent's next read was let in {sent:?} after the hang-up, before the upstream answered"
-    );
-    assert_eq!(status, 200, "{answer}");
-    let answer = message(&answer);
-    assert!(
-        answer["result"]["contents"][0]["text"].is_string(),
-        "{answer}"
-    );
+    let_in_not_before(
+        gw.addr,
+        &headers,
+        &second,
+        reached,
+        Duration::from_millis(2500),
+    )
+    .await;
     assert_eq!(
         notes.server.reads(),
         1,
@@ -427,17 +433,14 @@ async fn a_client_hanging_up_mid_read_on_a_session_keeps_its_place_too() {
     let reached = std::time::Instant::now();
     let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
     let second = body(62, "text/hello.txt");
-    let (sent, status, answer) = first_let_in(gw.addr, &headers, &second, reached).await;
-    assert!(
-        sent >= Duration::from_millis(1500),
-        "the agent's next read was let in {sent:?} after the hang-up, before the upstream answered"
-    );
-    assert_eq!(status, 200, "{answer}");
-    let answer = message(&answer);
-    assert!(
-        answer["result"]["contents"][0]["text"].is_string(),
-        "{answer}"
-    );
+    let_in_not_before(
+        gw.addr,
+        &headers,
+        &second,
+        reached,
+        Duration::from_millis(1500),
+    )
+    .await;
     let records = read_records(dir.path(), 2).await;
     assert_eq!(request_ids(&records), ["61", "62"], "{records:?}");
     assert!(records.iter().all(|r| r["result"] == "ok"), "{records:?}");

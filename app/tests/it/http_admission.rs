@@ -5,21 +5,23 @@
 
 use std::time::{Duration, Instant};
 
+use quarry_testkit::fixture::HttpFixture;
 use serde_json::json;
+use tempfile::TempDir;
 
 use crate::{
     direct_reads::hang_up_once_upstream,
     eras::modern_raw,
-    http::{post, served},
+    http::{Served, post, served},
     http_bounds::{session, slow_fixture, slow_read},
     subscriptions::listen,
     support::http_server,
 };
 
-// traces: TR-8 — past http.max_requests_in_flight a request waits for a turn and is answered
-// once the request before it ends, not refused.
-#[tokio::test(flavor = "multi_thread")]
-async fn past_the_bound_a_request_waits_its_turn() {
+/// A gateway handling one request at a time, in front of the `notes` fixture whose `slow` item
+/// takes 700 ms: the fixture, the gateway's folder and the gateway, its `Host`, and the header
+/// of a session opened on it.
+async fn one_turn() -> (HttpFixture, TempDir, Served, String, String) {
     let notes = slow_fixture().await;
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
@@ -29,6 +31,14 @@ async fn past_the_bound_a_request_waits_its_turn() {
     let gw = served(dir.path(), &config, &[]).await;
     let host = format!("127.0.0.1:{}", gw.addr.port());
     let sid = session(gw.addr, &host).await;
+    (notes, dir, gw, host, sid)
+}
+
+// traces: TR-8 — past http.max_requests_in_flight a request waits for a turn and is answered
+// once the request before it ends, not refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn past_the_bound_a_request_waits_its_turn() {
+    let (notes, _dir, gw, host, sid) = one_turn().await;
     let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
     let list = r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#;
     let slow_body = slow_read(1);
@@ -63,15 +73,7 @@ async fn past_the_bound_a_request_waits_its_turn() {
 // takes, so hanging up does not let more work in than the bound.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_hung_up_on_keeps_its_turn_until_its_work_ends() {
-    let notes = slow_fixture().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = format!(
-        "{}[http]\nmax_requests_in_flight = 1\n",
-        http_server("notes", &notes.url)
-    );
-    let gw = served(dir.path(), &config, &[]).await;
-    let host = format!("127.0.0.1:{}", gw.addr.port());
-    let sid = session(gw.addr, &host).await;
+    let (notes, _dir, gw, host, sid) = one_turn().await;
     let body = slow_read(1);
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n{sid}\r\nContent-Length: {}\r\n\r\n{body}",
