@@ -167,3 +167,90 @@ async fn the_log_the_direct_appends_write_is_checkpointed() {
     );
     assert_eq!(verified(&trail, &FakeHasher).await, appends + 1);
 }
+
+/// Records 2 to `last` on the trail's file, written as SQL (content and hashes made up): what a
+/// long-kept trail holds, in well under a second. Record `n`'s hash is `h{n}`.
+async fn many_records(store: &SqliteStore, last: i64) {
+    sqlx::query(
+        "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+         INSERT INTO audit_records (seq, entry, previous_hash, record_hash)
+         SELECT i, '{}', 'h' || (i - 1), 'h' || i FROM n",
+    )
+    .bind(last)
+    .execute(&store.pool)
+    .await
+    .unwrap();
+}
+
+fn checkpoint_at(seq: u64) -> quarry_domain::AuditCheckpoint {
+    quarry_domain::AuditCheckpoint {
+        seq,
+        record_hash: format!("h{seq}"),
+        pruned_at: chrono::Utc::now(),
+        key_id: "test".into(),
+        signature: String::new(),
+    }
+}
+
+// traces: AU-1 — retention removes records in batches, each a write of its own, so an append
+// made while a long prune runs is written between two batches instead of after the whole
+// removal: here the append returns while the prune is still removing.
+#[tokio::test]
+async fn an_append_gets_in_while_a_prune_removes_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trail, rival) = trail_and_rival(dir.path()).await;
+    let last = 200_001;
+    many_records(&rival, last).await;
+    let trail = Arc::new(trail);
+    let pruning = tokio::spawn({
+        let trail = trail.clone();
+        async move { trail.prune(&checkpoint_at(200_001)).await }
+    });
+    // The checkpoint is kept first; the removal follows.
+    let waited = std::time::Instant::now();
+    while sqlx::query_scalar::<_, i64>("SELECT seq FROM audit_checkpoint WHERE id = 1")
+        .fetch_optional(&rival.pool)
+        .await
+        .unwrap()
+        .is_none()
+    {
+        assert!(waited.elapsed() < std::time::Duration::from_secs(30));
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let appended = trail.append(&entry(1)).await.unwrap();
+    assert!(
+        !pruning.is_finished(),
+        "the append waited for the whole removal"
+    );
+    assert_eq!(appended.seq, 200_002);
+    assert_eq!(appended.previous_hash, "h200001");
+    assert_eq!(pruning.await.unwrap().unwrap(), 200_001);
+    let left: Vec<i64> = sqlx::query_scalar("SELECT seq FROM audit_records")
+        .fetch_all(&rival.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, [200_002]);
+}
+
+// traces: AU-3 — records up to the checkpoint are not part of the trail even while they are
+// still in the file (a prune cut short): the trail's pages start after the checkpoint.
+#[tokio::test]
+async fn records_up_to_the_checkpoint_are_not_read_as_the_trail() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trail, rival) = trail_and_rival(dir.path()).await;
+    trail.append_batch(&fifty()).await.unwrap();
+    let kept = serde_json::to_string(&checkpoint_at(20)).unwrap();
+    sqlx::query("INSERT INTO audit_checkpoint (id, seq, checkpoint) VALUES (1, 20, ?)")
+        .bind(kept)
+        .execute(&rival.pool)
+        .await
+        .unwrap();
+    let read: Vec<u64> = trail
+        .records(0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(read, (21..=51).collect::<Vec<_>>());
+}
