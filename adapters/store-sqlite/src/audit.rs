@@ -1,15 +1,22 @@
-//! The audit trail in the same SQLite file: one row per record and the chain's head, both
-//! written in one `IMMEDIATE` transaction, so every process appending to the file extends one
-//! chain and a process killed mid-append leaves it as it was.
+//! The audit trail in the same SQLite file: one row per record, the chain's head marked on its
+//! own (`head = 1`, migration 0012), so an append writes one page of the log, the newest
+//! records sharing it. Every write is one `IMMEDIATE` transaction or one statement, so every
+//! process appending to the file extends one chain and a process killed mid-append leaves it as
+//! it was.
 //!
-//! A handle remembers the head it last wrote, so an append is one prepared INSERT (one round
-//! trip to the connection's thread; a trigger moves the head) while no other writer moved it;
-//! otherwise it reads the head first. A batch (`append_batch`, the group commit's write) is one
-//! transaction that reads the head, inserts every record in one statement and moves the head.
-//! `writable` costs nothing while appends succeed; after one fails it writes to find out (a
-//! committed 64 KiB row, written and deleted, which reaches the write-ahead log, so a full disk
-//! shows), and keeps saying no until such a write succeeds. Retention (`audit/retention.rs`)
-//! keeps a checkpoint, then removes the records up to it in batches.
+//! A handle remembers the head it last wrote, so an append is one prepared INSERT (on the
+//! caller's thread, `direct`): its record is marked the head only if the record before it is
+//! the head with the hash it chains to, and the schema refuses a record that is not, so while no
+//! other writer moved the head that one statement is the whole append; otherwise the handle
+//! reads the head first. A batch (`append_batch`, the group commit's write) is one transaction
+//! that reads the head and inserts every record in one statement. The head's record cannot be
+//! deleted; should it go anyway (the schema's trigger dropped first), the last record left is
+//! not marked: `head` reports the records missing at the end, and the next append skips a
+//! number so that verify names the gap rather than the trail hiding it. `writable` costs nothing
+//! while appends succeed; after one fails it writes to find out (a committed 64 KiB row, written
+//! and deleted, which reaches the write-ahead log, so a full disk shows), and keeps saying no
+//! until such a write succeeds. Retention (`audit/retention.rs`) keeps a checkpoint, then
+//! removes the records up to it in batches.
 
 mod retention;
 #[cfg(test)]
@@ -76,21 +83,24 @@ impl SqliteAudit {
         tx.commit().await.map_err(failed)
     }
 
-    /// Appends after the head this handle knows, in one prepared statement: the record goes in
-    /// only if the head is still that one, and the head follows it (trigger), atomically. On a
-    /// file the statement runs on the caller's thread (`direct`), otherwise on a pooled
-    /// connection. `None` when another writer moved the head first, or the statement could not
-    /// run, the file's write lock being taken included (the caller then appends after reading
-    /// the head, in a transaction of its own, waiting for the lock if it must).
+    /// Appends after the head this handle knows, in one prepared statement: the record is the
+    /// head only if the one before it still is (the schema refuses it otherwise), and the mark
+    /// moves to it (trigger), atomically. On a file the statement runs on the caller's thread
+    /// (`direct`), otherwise on a pooled connection. `None` when another writer moved the head
+    /// first, or the statement could not run, the file's write lock being taken included (the
+    /// caller then appends after reading the head, in a transaction of its own, waiting for the
+    /// lock if it must).
     async fn append_after(
         &self,
         direct: Option<&mut Direct>,
         entry: &AuditEntry,
         (last, last_hash): (u64, String),
     ) -> Option<AuditRecord> {
-        const APPEND_AFTER: &str = "INSERT INTO audit_records (seq, entry, previous_hash, record_hash)
-             SELECT ?1, ?2, ?3, ?4
-             WHERE EXISTS (SELECT 1 FROM audit_head WHERE id = 1 AND seq = ?5 AND record_hash = ?3)";
+        const APPEND_AFTER: &str = "INSERT INTO audit_records (seq, entry, previous_hash, record_hash, head)
+             VALUES (?1, ?2, ?3, ?4,
+                     (SELECT 1 FROM audit_records WHERE seq = ?5 AND record_hash = ?3 AND head = 1))";
+        // A `SELECT … WHERE EXISTS` reading the table it inserts into would make SQLite copy
+        // the row to a temporary table first; the value of `head` asks the same question.
         let seq = last + 1;
         let text = canonical_entry(entry);
         let record_hash = self
@@ -167,14 +177,19 @@ impl SqliteAudit {
         entries: &[AuditEntry],
     ) -> Result<Vec<AuditRecord>, StoreError> {
         let mut tx = self.begin().await?;
-        let head: Option<(i64, String)> =
-            sqlx::query_as("SELECT seq, record_hash FROM audit_head WHERE id = 1")
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(failed)?;
-        let (mut last, mut previous_hash) = match head {
-            Some((seq, hash)) => (seq_of(seq)?, hash),
-            None => (0, GENESIS_HASH.to_owned()),
+        let (mut last, mut previous_hash) = match stored_head(&mut tx).await? {
+            Stored::Head(seq, hash) => (seq, hash),
+            Stored::Empty(Some((seq, hash))) => (seq, hash),
+            Stored::Empty(None) => (0, GENESIS_HASH.to_owned()),
+            Stored::Cut(seq) => {
+                tracing::warn!(
+                    "the audit trail's last record ({seq}) is not its head: the records after it \
+                     were removed; record {} is left out, so that `quarry audit verify` names the gap",
+                    seq + 1
+                );
+                // Their hashes went with them: the next record follows none of the records there.
+                (seq + 1, GENESIS_HASH.to_owned())
+            }
         };
         let mut records = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -191,14 +206,13 @@ impl SqliteAudit {
             });
             last = seq;
         }
-        let Some(newest) = records.last() else {
+        if records.is_empty() {
             return Ok(records);
-        };
+        }
         let at = |seq: u64| i64::try_from(seq).map_err(|_| corrupt("the audit trail is full"));
-        let newest_at = at(newest.seq)?;
-        let rows = vec!["(?, ?, ?, ?)"; records.len()].join(", ");
+        let rows = vec!["(?, ?, ?, ?, 1)"; records.len()].join(", ");
         let sql = format!(
-            "INSERT INTO audit_records (seq, entry, previous_hash, record_hash) VALUES {rows}"
+            "INSERT INTO audit_records (seq, entry, previous_hash, record_hash, head) VALUES {rows}"
         );
         let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
         for r in &records {
@@ -209,17 +223,45 @@ impl SqliteAudit {
                 .bind(&r.record_hash);
         }
         insert.execute(&mut *tx).await.map_err(failed)?;
-        sqlx::query(
-            "INSERT INTO audit_head (id, seq, record_hash) VALUES (1, ?, ?)
-             ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, record_hash = excluded.record_hash",
-        )
-        .bind(newest_at)
-        .bind(&newest.record_hash)
-        .execute(&mut *tx)
-        .await
-        .map_err(failed)?;
         tx.commit().await.map_err(failed)?;
         Ok(records)
+    }
+}
+
+/// Where the chain ends, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stored {
+    /// The last record, marked the head.
+    Head(u64, String),
+    /// No record: a new trail, or one whose records retention removed before the head was kept
+    /// on its record (a file made before migration 0012), whose head `audit_head` still names.
+    Empty(Option<(u64, String)>),
+    /// The last record left is not the head: the records after it were removed.
+    Cut(u64),
+}
+
+/// Reads where the chain ends on `conn` (in the caller's transaction, if it has one).
+async fn stored_head(conn: &mut sqlx::SqliteConnection) -> Result<Stored, StoreError> {
+    let last: Option<(i64, String, Option<i64>)> = sqlx::query_as(
+        "SELECT seq, record_hash, head FROM audit_records ORDER BY seq DESC LIMIT 1",
+    )
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(failed)?;
+    match last {
+        Some((seq, hash, Some(1))) => Ok(Stored::Head(seq_of(seq)?, hash)),
+        Some((seq, _, _)) => Ok(Stored::Cut(seq_of(seq)?)),
+        None => {
+            let head: Option<(i64, String)> =
+                sqlx::query_as("SELECT seq, record_hash FROM audit_head WHERE id = 1")
+                    .fetch_optional(&mut *conn)
+                    .await
+                    .map_err(failed)?;
+            Ok(Stored::Empty(
+                head.map(|(seq, hash)| Ok((seq_of(seq)?, hash)))
+                    .transpose()?,
+            ))
+        }
     }
 }
 
@@ -290,12 +332,16 @@ impl AuditLog for SqliteAudit {
     }
 
     async fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
-        let head: Option<(i64, String)> =
-            sqlx::query_as("SELECT seq, record_hash FROM audit_head WHERE id = 1")
-                .fetch_optional(&self.store.pool)
-                .await
-                .map_err(failed)?;
-        head.map(|(seq, hash)| Ok((seq_of(seq)?, hash))).transpose()
+        let mut conn = self.store.pool.acquire().await.map_err(failed)?;
+        match stored_head(&mut conn).await? {
+            Stored::Head(seq, hash) => Ok(Some((seq, hash))),
+            Stored::Empty(head) => Ok(head),
+            Stored::Cut(seq) => Err(corrupt(format!(
+                "record {} is missing at the end: record {seq}, the last one left, is not the \
+                 chain's head",
+                seq + 1
+            ))),
+        }
     }
 
     async fn checkpoint(&self) -> Result<Option<AuditCheckpoint>, StoreError> {

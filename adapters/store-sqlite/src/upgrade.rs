@@ -212,7 +212,7 @@ mod tests {
             logged.contains("0011 versions content last"),
             "the step was not made again: {logged}"
         );
-        assert_eq!(schema(&path), 11);
+        assert_eq!(schema(&path), 12, "not every step was made");
         assert_eq!(contents(&path), before, "a content was lost or changed");
     }
 }

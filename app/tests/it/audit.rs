@@ -185,8 +185,14 @@ async fn au_3_every_request_is_recorded_and_any_edit_is_found() {
     );
     assert!(!csv.contains(canary) && !denied.contains(canary));
 
-    // The last record deleted: the head says there were four.
-    sqlx::query("DELETE FROM audit_records WHERE seq = 4")
+    // The last record is the chain's head: the file refuses to delete it.
+    let refused = sqlx::query("DELETE FROM audit_records WHERE seq = 4")
+        .execute(&mut conn)
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("head"), "{refused}");
+    // Deleted anyway, the file's trigger dropped first: the record left last is not the head.
+    sqlx::raw_sql("DROP TRIGGER audit_head_stays; DELETE FROM audit_records WHERE seq = 4;")
         .execute(&mut conn)
         .await
         .unwrap();

@@ -73,11 +73,11 @@ async fn a_batch_is_one_commit() {
 async fn a_batch_that_cannot_be_written_leaves_nothing_of_itself() {
     let dir = tempfile::tempdir().unwrap();
     let (trail, rival) = trail_and_rival(dir.path()).await;
-    // A record already at the 26th place (the head put back where it was): the batch fails
-    // half way through its insert.
+    // The 26th record refused (a trigger of the test's own): the batch fails half way through
+    // its insert.
     sqlx::raw_sql(
-        "INSERT INTO audit_records (seq, entry, previous_hash, record_hash) VALUES (26, '{}', '', '');
-         UPDATE audit_head SET seq = 1, record_hash = (SELECT record_hash FROM audit_records WHERE seq = 1);",
+        "CREATE TRIGGER no_26 BEFORE INSERT ON audit_records WHEN NEW.seq = 26
+         BEGIN SELECT RAISE(ABORT, 'no room for 26'); END;",
     )
     .execute(&rival.pool)
     .await
@@ -87,7 +87,7 @@ async fn a_batch_that_cannot_be_written_leaves_nothing_of_itself() {
         trail.writable().await.is_ok(),
         "the file itself can still be written"
     );
-    sqlx::query("DELETE FROM audit_records WHERE seq = 26")
+    sqlx::query("DROP TRIGGER no_26")
         .execute(&rival.pool)
         .await
         .unwrap();
@@ -151,9 +151,10 @@ async fn the_log_the_direct_appends_write_is_checkpointed() {
     }
     let per_append = (std::fs::metadata(&wal).unwrap().len() - before) / sample;
     assert!(per_append > 0, "each append grows the log");
-    // Each append is two frames (the record's page and the head's); the log starts over once
-    // it holds LOG_BOUND frames, give or take a checkpoint's worth of appends.
-    let bound = u64::try_from(LOG_BOUND).unwrap() / 2 + u64::from(2 * CHECKPOINT_EVERY);
+    // Each append is a frame or so (the page of the newest records, now and then the page above
+    // it); the log starts over once it holds LOG_BOUND frames, give or take a checkpoint's
+    // worth of appends.
+    let bound = u64::try_from(LOG_BOUND).unwrap() + u64::from(2 * CHECKPOINT_EVERY);
     let appends = 3 * bound;
     for n in sample + 1..=appends {
         trail.append(&entry(n)).await.unwrap();
@@ -173,8 +174,8 @@ async fn the_log_the_direct_appends_write_is_checkpointed() {
 async fn many_records(store: &SqliteStore, last: i64) {
     sqlx::query(
         "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-         INSERT INTO audit_records (seq, entry, previous_hash, record_hash)
-         SELECT i, '{}', 'h' || (i - 1), 'h' || i FROM n",
+         INSERT INTO audit_records (seq, entry, previous_hash, record_hash, head)
+         SELECT i, '{}', 'h' || (i - 1), 'h' || i, 1 FROM n",
     )
     .bind(last)
     .execute(&store.pool)
@@ -253,4 +254,146 @@ async fn records_up_to_the_checkpoint_are_not_read_as_the_trail() {
         .map(|r| r.seq)
         .collect();
     assert_eq!(read, (21..=51).collect::<Vec<_>>());
+}
+
+// traces: AU-1 — an append writes one page of the write-ahead log, not two: the chain's head is
+// marked on its record, which shares its page with the records before it.
+#[tokio::test]
+async fn an_append_writes_about_one_page_of_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trail, rival) = trail_and_rival(dir.path()).await;
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&rival.pool)
+        .await
+        .unwrap();
+    let appends = 100;
+    for n in 1..=appends {
+        trail.append(&entry(n)).await.unwrap();
+    }
+    let frames = wal_frames(&rival).await;
+    // Each a frame of the newest records' page; when that page is full, the new one, the page
+    // above it and the file's first page (its size) as well. With the head on a page of its
+    // own, every append wrote two frames and more.
+    assert!(
+        (appends..appends * 2).contains(&u64::try_from(frames).unwrap()),
+        "{frames} frames for {appends} appends"
+    );
+    assert_eq!(verified(&trail, &FakeHasher).await, 101);
+}
+
+// traces: AU-3 — the head's record cannot be deleted; removed anyway (its trigger dropped
+// first), the records missing at the end are named, and the trail goes on past a gap that
+// verification names, instead of chaining to the last record left and hiding the removal.
+#[tokio::test]
+async fn a_removed_end_of_the_trail_is_named_and_stays_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trail, rival) = trail_and_rival(dir.path()).await;
+    for n in 1..=4 {
+        trail.append(&entry(n)).await.unwrap();
+    }
+    let refused = sqlx::query("DELETE FROM audit_records WHERE seq = 5")
+        .execute(&rival.pool)
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("head"), "{refused}");
+    assert_eq!(trail.head().await.unwrap().map(|h| h.0), Some(5));
+
+    sqlx::raw_sql("DROP TRIGGER audit_head_stays; DELETE FROM audit_records WHERE seq >= 4;")
+        .execute(&rival.pool)
+        .await
+        .unwrap();
+    let cut = trail.head().await.unwrap_err();
+    assert!(
+        matches!(&cut, quarry_ports::StoreError::Corrupt(why) if why.contains("record 4 is missing at the end")),
+        "{cut}"
+    );
+    let next = trail.append(&entry(6)).await.unwrap();
+    assert_eq!(next.seq, 5, "a number is left out");
+    assert_eq!(trail.head().await.unwrap().map(|h| h.0), Some(5));
+    let records = trail.records(0, 10).await.unwrap();
+    let broken =
+        quarry_domain::verify_chain(&records, (0, quarry_domain::GENESIS_HASH.into()), |b| {
+            FakeHasher.sha256(b)
+        })
+        .unwrap_err();
+    assert_eq!(broken.seq, 5);
+    assert!(
+        broken.what.contains("record 4 is missing"),
+        "{}",
+        broken.what
+    );
+}
+
+/// Records 1 to 3 written as the trail wrote them before its head was marked on its record
+/// (migration 0012): with the head in `audit_head`.
+async fn written_before_the_mark(path: &std::path::Path) -> (u64, String) {
+    crate::tests::migrated_up_to(path, 11).await;
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let mut previous = quarry_domain::GENESIS_HASH.to_owned();
+    for seq in 1..=3 {
+        let text = quarry_domain::canonical_entry(&entry(seq));
+        let hash = FakeHasher
+            .sha256(&quarry_domain::chain_material_of(seq, &text, &previous))
+            .hex();
+        sqlx::query(
+            "INSERT INTO audit_records (seq, entry, previous_hash, record_hash) VALUES (?, ?, ?, ?);",
+        )
+        .bind(i64::try_from(seq).unwrap())
+        .bind(text)
+        .bind(&previous)
+        .bind(&hash)
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO audit_head (id, seq, record_hash) VALUES (1, ?, ?)
+             ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, record_hash = excluded.record_hash",
+        )
+        .bind(i64::try_from(seq).unwrap())
+        .bind(&hash)
+        .execute(&pool)
+        .await
+        .unwrap();
+        previous = hash;
+    }
+    pool.close().await;
+    (3, previous)
+}
+
+// traces: AU-3 — a trail written before the head was marked on its record goes on from its
+// head once upgraded, and so does one whose records retention had all removed.
+#[tokio::test]
+async fn a_trail_from_before_the_upgrade_goes_on_from_its_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let head = written_before_the_mark(&path).await;
+    let store = SqliteStore::open(&path, Retention::default())
+        .await
+        .unwrap();
+    let trail = SqliteAudit::new(store, Arc::new(FakeHasher));
+    assert_eq!(trail.head().await.unwrap(), Some(head.clone()));
+    assert_eq!(trail.append(&entry(4)).await.unwrap().previous_hash, head.1);
+    assert_eq!(verified(&trail, &FakeHasher).await, 4);
+
+    // All of its records removed by an earlier release's retention: `audit_head` says where
+    // the chain is.
+    let path = dir.path().join("pruned.db");
+    let head = written_before_the_mark(&path).await;
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM audit_records")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let store = SqliteStore::open(&path, Retention::default())
+        .await
+        .unwrap();
+    let trail = SqliteAudit::new(store, Arc::new(FakeHasher));
+    assert_eq!(trail.head().await.unwrap(), Some(head.clone()));
+    let next = trail.append(&entry(4)).await.unwrap();
+    assert_eq!((next.seq, next.previous_hash), (4, head.1));
 }
