@@ -29,6 +29,19 @@ pub(crate) async fn migrated_up_to(path: &std::path::Path, last: i64) {
     pool.close().await;
 }
 
+/// Runs `sql` on the file at `path` through a connection of its own (another program, as far
+/// as the store knows).
+pub(crate) async fn on_file(path: &std::path::Path, sql: &str) {
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+}
+
 /// Two stores on one file: two processes, as far as SQLite is concerned.
 async fn two_on(path: &std::path::Path) -> (SqliteStore, SqliteStore) {
     let one = SqliteStore::open(path, Retention::default()).await.unwrap();
@@ -152,14 +165,11 @@ mod registry {
         {
             // A store as the 0002 schema left it, with one recorded result.
             super::migrated_up_to(&path, 2).await;
-            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
-                .await
-                .unwrap();
-            sqlx::query("INSERT INTO idempotency VALUES ('t', 'k', 'd', '{\"n\":1}', 5)")
-                .execute(&pool)
-                .await
-                .unwrap();
-            pool.close().await;
+            super::on_file(
+                &path,
+                "INSERT INTO idempotency VALUES ('t', 'k', 'd', '{\"n\":1}', 5)",
+            )
+            .await;
         }
         let store = SqliteStore::open(&path, Retention::default())
             .await

@@ -41,6 +41,14 @@ async fn wal_frames(store: &SqliteStore) -> i64 {
     frames
 }
 
+/// Empties the write-ahead log (checkpointed into the file, then cut to nothing).
+async fn empty_log(store: &SqliteStore) {
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&store.pool)
+        .await
+        .unwrap();
+}
+
 fn fifty() -> Vec<AuditEntry> {
     (1..=50).map(entry).collect()
 }
@@ -49,10 +57,7 @@ fn fifty() -> Vec<AuditEntry> {
 async fn a_batch_is_one_commit() {
     let dir = tempfile::tempdir().unwrap();
     let (trail, rival) = trail_and_rival(dir.path()).await;
-    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-        .execute(&rival.pool)
-        .await
-        .unwrap();
+    empty_log(&rival).await;
     assert_eq!(wal_frames(&rival).await, 0);
     let records = trail.append_batch(&fifty()).await.unwrap();
     assert_eq!(
@@ -262,10 +267,7 @@ async fn records_up_to_the_checkpoint_are_not_read_as_the_trail() {
 async fn an_append_writes_about_one_page_of_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let (trail, rival) = trail_and_rival(dir.path()).await;
-    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-        .execute(&rival.pool)
-        .await
-        .unwrap();
+    empty_log(&rival).await;
     let appends = 100;
     for n in 1..=appends {
         trail.append(&entry(n)).await.unwrap();
@@ -381,14 +383,7 @@ async fn a_trail_from_before_the_upgrade_goes_on_from_its_head() {
     // the chain is.
     let path = dir.path().join("pruned.db");
     let head = written_before_the_mark(&path).await;
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
-    sqlx::query("DELETE FROM audit_records")
-        .execute(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
+    crate::tests::on_file(&path, "DELETE FROM audit_records").await;
     let store = SqliteStore::open(&path, Retention::default())
         .await
         .unwrap();
