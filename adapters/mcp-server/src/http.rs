@@ -46,7 +46,7 @@ pub(crate) use auth::Granted;
 pub use auth::ResourceServerOptions;
 pub(crate) use bounds::{Claim, Hold};
 
-use guard::{Initialize, sessions};
+use guard::{HeldHere, Initialize, sessions};
 use sessions::Sessions;
 pub(crate) use sessions::Shared;
 use tls::{Peer, TlsListener};

@@ -1,8 +1,9 @@
-//! A 2026-07-28 `resources/read` is answered without rmcp's per-request machinery
-//! (`http/direct.rs`): through the real binary, the same request sent so that rmcp answers it
-//! (an `Accept` with a parameter, which the direct path leaves to rmcp's own parser) gets the
-//! same answer, the same audit record, and the same time bound. Quarry's log at trace level says
-//! which requests the direct path answered, so each test also shows the path was taken.
+//! A 2026-07-28 `resources/read`, and one on a 2025-11-25 session this process holds, is
+//! answered without rmcp's per-request machinery (`http/direct.rs`): through the real binary,
+//! the same request sent so that rmcp answers it (an `Accept` with a parameter, which the direct
+//! path leaves to rmcp's own parser) gets the same answer, the same audit record, and the same
+//! time bound. Quarry's log at trace level says which requests the direct path answered, so each
+//! test also shows the path was taken.
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -129,12 +130,92 @@ pub(crate) async fn hang_up_once_upstream(addr: SocketAddr, request: &str, notes
     }
 }
 
-/// How many requests the direct path answered, as the log says.
+/// How many 2026-07-28 requests the direct path answered, as the log says.
 fn answered_directly(dir: &std::path::Path) -> usize {
+    logged(dir, "a 2026-07-28 read answered outside rmcp")
+}
+
+/// How many session requests the direct path answered, as the log says.
+fn answered_on_sessions(dir: &std::path::Path) -> usize {
+    logged(dir, "a session's read answered outside rmcp")
+}
+
+fn logged(dir: &std::path::Path, line: &str) -> usize {
     std::fs::read_to_string(dir.join("stderr.log"))
         .unwrap_or_default()
-        .matches("a 2026-07-28 read answered outside rmcp")
+        .matches(line)
         .count()
+}
+
+/// A read of `uri` with id `id` (and `host_id` as the host's request id) on the session whose
+/// header line is `sid`: answered by the direct path (one JSON body), or with `via_rmcp` by
+/// rmcp (an event stream). The status and the answer, `ttlMs` removed.
+async fn read_on_session(
+    addr: SocketAddr,
+    sid: &str,
+    uri: &str,
+    id: u32,
+    host_id: Option<&str>,
+    via_rmcp: bool,
+) -> (u16, Value) {
+    let mut params = json!({"uri": uri});
+    if let Some(host_id) = host_id {
+        params["_meta"] = json!({"io.quarry/host_request_id": host_id});
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "resources/read", "params": params})
+        .to_string();
+    let mut headers = vec![sid, "MCP-Protocol-Version: 2025-11-25"];
+    if via_rmcp {
+        headers.push("Accept: text/event-stream;q=1");
+    }
+    let host = format!("127.0.0.1:{}", addr.port());
+    let (status, head, body) = post(addr, &host, &headers, &body).await;
+    let kind = if via_rmcp {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    assert!(
+        head.to_ascii_lowercase()
+            .contains(&format!("content-type: {kind}")),
+        "{uri}: {head}{body}"
+    );
+    let mut answer = message(&body);
+    if let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut) {
+        assert!(
+            result.remove("ttlMs").is_some(),
+            "{uri}: no ttlMs in {body}"
+        );
+    }
+    (status, answer)
+}
+
+/// Checks that `direct` records what `by_rmcp` does, the request's own ids aside.
+fn recorded_alike(direct: &Value, by_rmcp: &Value) {
+    for field in [
+        "agent",
+        "transport",
+        "action",
+        "input_digest",
+        "server",
+        "resource_uri",
+        "byte_range",
+        "decision",
+        "cache_status",
+        "result",
+        "bytes_returned",
+    ] {
+        assert_eq!(
+            direct[field], by_rmcp[field],
+            "{field}: {direct} against {by_rmcp}"
+        );
+    }
+    assert!(
+        direct["client_address"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("127.0.0.1:")),
+        "{direct}"
+    );
 }
 
 // traces: REQ-071-016, REQ-071-022, TR-9 — what the direct path answers is what rmcp answers:
@@ -203,30 +284,125 @@ async fn a_direct_read_is_audited_like_any_other() {
     assert_eq!(direct["mcp_request_id"], "32", "{direct}");
     assert_eq!(direct["host_request_id"], "host-op-32", "{direct}");
     assert_eq!(by_rmcp["mcp_request_id"], "31", "{by_rmcp}");
-    for field in [
-        "agent",
-        "transport",
-        "action",
-        "input_digest",
-        "server",
-        "resource_uri",
-        "byte_range",
-        "decision",
-        "cache_status",
-        "result",
-        "bytes_returned",
-    ] {
+    recorded_alike(direct, by_rmcp);
+}
+
+// traces: REQ-071-016, REQ-071-022, TR-9, AU-1 — on a 2025-11-25 session, what the direct path
+// answers is what rmcp answers in that era (no `resultType`, a missing resource as -32002 with
+// its URI, E004 for a read policy denies), as one JSON body, and recorded alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_read_is_answered_as_rmcp_answers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _upstreams) = alices_gateway(dir.path()).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let cases = [
+        "mcp://notes/fixture_3A//text/hello.txt",
+        "mcp://notes/fixture_3A//blob/bytes.bin",
+        "mcp://notes/fixture_3A//item/1",
+        "mcp://notes/fixture_3A//nothing/here",
+        "mcp://wiki/fixture_3A//item/1",
+        "mcp://notes/fixture_3A//item/2",
+        "mcp://nowhere/fixture_3A//item/1",
+        "not a uri",
+    ];
+    for (n, uri) in (1..).zip(cases) {
+        let (rmcp_status, by_rmcp) = read_on_session(gw.addr, &sid, uri, n, None, true).await;
+        let before = answered_on_sessions(dir.path());
+        let (status, direct) = read_on_session(gw.addr, &sid, uri, n, None, false).await;
         assert_eq!(
-            direct[field], by_rmcp[field],
-            "{field}: {direct} against {by_rmcp}"
+            answered_on_sessions(dir.path()),
+            before + 1,
+            "{uri}: the direct path answered"
         );
+        assert_eq!(status, rmcp_status, "{uri}: {direct} against {by_rmcp}");
+        assert_eq!(direct, by_rmcp, "{uri}");
     }
-    assert!(
-        direct["client_address"]
-            .as_str()
-            .is_some_and(|a| a.starts_with("127.0.0.1:")),
-        "{direct}"
+    let text = read_on_session(gw.addr, &sid, cases[0], 20, None, false)
+        .await
+        .1;
+    assert!(text["result"].get("resultType").is_none(), "{text}");
+    assert_eq!(text["result"]["cacheScope"], "private", "{text}");
+    let missing = read_on_session(gw.addr, &sid, cases[3], 21, None, false)
+        .await
+        .1;
+    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+    assert_eq!(missing["error"]["data"]["uri"], cases[3], "{missing}");
+    let denied = read_on_session(gw.addr, &sid, cases[4], 22, None, false)
+        .await
+        .1;
+    assert_eq!(denied["error"]["data"]["error_code"], "E004", "{denied}");
+
+    let uri = cases[2];
+    read_on_session(gw.addr, &sid, uri, 31, Some("host-op-31"), true).await;
+    read_on_session(gw.addr, &sid, uri, 32, Some("host-op-32"), false).await;
+    let records = read_records(dir.path(), 0).await;
+    let [.., by_rmcp, direct] = records.as_slice() else {
+        panic!("{records:?}")
+    };
+    assert_eq!(direct["mcp_request_id"], "32", "{direct}");
+    assert_eq!(direct["host_request_id"], "host-op-32", "{direct}");
+    assert_eq!(by_rmcp["mcp_request_id"], "31", "{by_rmcp}");
+    recorded_alike(direct, by_rmcp);
+}
+
+// traces: TR-1 — a session whose requests are all reads answered outside rmcp does not idle
+// out while it is used: rmcp's idle timer (http.session_idle_seconds, 10 here) counts only what
+// passes through its session worker, so now and then a read goes through it. After 13 s of
+// reads, rmcp's worker for the session is the one it started with, and another request on the
+// session is answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_that_only_reads_stays_open_while_it_reads() {
+    let notes = http_fixture("notes", 1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}[http]\nsession_idle_seconds = 10\n",
+        http_server("notes", &notes.url)
     );
+    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[TRACED]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let uri = "mcp://notes/fixture_3A//item/1";
+    let started = std::time::Instant::now();
+    let mut sent = 0_usize;
+    while started.elapsed() < Duration::from_secs(13) {
+        sent += 1;
+        let (status, answer) = read_on_session_any(gw.addr, &sid, uri, sent).await;
+        assert_eq!(status, 200, "read {sent}: {answer}");
+        assert!(
+            answer["result"]["contents"][0]["text"].is_string(),
+            "{answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let direct = answered_on_sessions(dir.path());
+    assert!(
+        direct > 0 && direct < sent,
+        "{direct} of {sent} reads answered outside rmcp"
+    );
+    // Had rmcp's worker ended, the session would have been taken over from its record (as a
+    // replica takes over another's), its listen stream cut.
+    assert_eq!(
+        logged(dir.path(), "taking over a session"),
+        0,
+        "the session idled out in rmcp while it read"
+    );
+    let list = r#"{"jsonrpc":"2.0","id":999,"method":"resources/list","params":{}}"#;
+    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let (status, _, body) = post(gw.addr, &host, &headers, list).await;
+    assert_eq!(status, 200, "the session idled out while it read: {body}");
+    assert!(message(&body)["result"]["resources"].is_array(), "{body}");
+}
+
+/// A read on a session, answered by whichever path takes it. The status and the answer.
+async fn read_on_session_any(addr: SocketAddr, sid: &str, uri: &str, id: usize) -> (u16, Value) {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "resources/read",
+        "params": {"uri": uri}})
+    .to_string();
+    let host = format!("127.0.0.1:{}", addr.port());
+    let headers = [sid, "MCP-Protocol-Version: 2025-11-25"];
+    let (status, _, body) = post(addr, &host, &headers, &body).await;
+    (status, message(&body))
 }
 
 // traces: TR-8, AU-1 — the direct path is within http.request_timeout_seconds like any
@@ -405,20 +581,34 @@ async fn hang_up_mid_read(via_rmcp: bool) {
     assert!(records.iter().all(|r| r["result"] == "ok"), "{records:?}");
 }
 
-// traces: TR-8, AU-1 — a read on a 2025-11-25 session (rmcp's path) whose client hangs up
-// before the answer keeps its agent's place until it ends (http.max_requests_per_agent = 1),
-// and is recorded too.
+// traces: TR-8, AU-1 — a read on a 2025-11-25 session whose client hangs up before the
+// answer keeps its agent's place until it ends (http.max_requests_per_agent = 1), and is
+// recorded too: on the direct path, and through rmcp.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_hanging_up_mid_read_on_a_session_keeps_its_place_too() {
+    hang_up_mid_read_on_a_session(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_hanging_up_mid_read_on_a_session_through_rmcp_keeps_its_place_too() {
+    hang_up_mid_read_on_a_session(true).await;
+}
+
+async fn hang_up_mid_read_on_a_session(via_rmcp: bool) {
     let notes = slow_notes(2000).await;
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
         "{}[http]\nmax_requests_per_agent = 1\n",
         http_server("notes", &notes.url)
     );
-    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[]).await;
+    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[TRACED]).await;
     let host = format!("127.0.0.1:{}", gw.addr.port());
     let sid = session(gw.addr, &host).await;
+    let accept = if via_rmcp {
+        "Accept: text/event-stream;q=1\r\n"
+    } else {
+        ""
+    };
     let body = |id: u32, item: &str| {
         json!({"jsonrpc": "2.0", "id": id, "method": "resources/read",
             "params": {"uri": format!("mcp://notes/fixture_3A//{item}")}})
@@ -426,12 +616,15 @@ async fn a_client_hanging_up_mid_read_on_a_session_keeps_its_place_too() {
     };
     let first = body(61, "slow");
     let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n{sid}\r\nContent-Length: {}\r\n\r\n{first}",
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{accept}MCP-Protocol-Version: 2025-11-25\r\n{sid}\r\nContent-Length: {}\r\n\r\n{first}",
         first.len()
     );
     hang_up_once_upstream(gw.addr, &request, &notes).await;
     let reached = std::time::Instant::now();
-    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let mut headers = vec![sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    if via_rmcp {
+        headers.push("Accept: text/event-stream;q=1");
+    }
     let second = body(62, "text/hello.txt");
     let_in_not_before(
         gw.addr,
@@ -444,4 +637,10 @@ async fn a_client_hanging_up_mid_read_on_a_session_keeps_its_place_too() {
     let records = read_records(dir.path(), 2).await;
     assert_eq!(request_ids(&records), ["61", "62"], "{records:?}");
     assert!(records.iter().all(|r| r["result"] == "ok"), "{records:?}");
+    let direct = answered_on_sessions(dir.path());
+    assert_eq!(
+        direct,
+        if via_rmcp { 0 } else { 2 },
+        "reads answered outside rmcp"
+    );
 }

@@ -1,18 +1,28 @@
-//! A 2026-07-28 `resources/read` answered here, without rmcp's per-request machinery.
+//! A `resources/read` answered here, without rmcp's per-request machinery.
 //!
 //! rmcp serves each stateless request by building a service for it, spawning its loop and the
-//! handler's task, and passing the request and its answer through channels between them: about
-//! as much work as the read itself when it comes from the cache. The most frequent request a
+//! handler's task, and passing the request and its answer through channels between them; a
+//! request on a 2025-11-25 session goes through the session's worker and the service's loop by
+//! channels too, and its answer comes back as an event stream of its own. Either is about as
+//! much work as the read itself when it comes from the cache. The most frequent request a
 //! gateway gets, a read, is answered here instead, by the same handler code
 //! (`GatewayServer::read_for`: the same policy, audit record, cache and error mapping), written
-//! as rmcp writes a 2026-07-28 answer: one JSON body, the result's cache hints filled in, a
-//! missing resource as `INVALID_PARAMS`, the HTTP status rmcp gives each error.
+//! as rmcp writes the era's answer: one JSON body (which a client that accepts both must take
+//! for a request, in either era); for 2026-07-28 the result's cache hints filled in, a missing
+//! resource as `INVALID_PARAMS` and the HTTP status rmcp gives each error; for a session the
+//! result without `resultType`, a missing resource as `RESOURCE_NOT_FOUND`, status 200.
 //!
-//! Only a request rmcp would take as it stands is answered here: one `resources/read` naming
-//! 2026-07-28 in its header and its `_meta` (with every key that era requires), no session, no
-//! `Origin`, plain `Accept` and `Content-Type`, and SEP-2243's `Mcp-Method` and `Mcp-Name` given
-//! once each and equal to the body's. Anything else goes on to rmcp unchanged, which answers or
-//! refuses it as always; so no refusal is written here.
+//! Only a request rmcp would take as it stands is answered here, with plain `Accept` and
+//! `Content-Type` and no `Origin`:
+//! - stateless: one `resources/read` naming 2026-07-28 in its header and its `_meta` (with every
+//!   key that era requires), and SEP-2243's `Mcp-Method` and `Mcp-Name` given once each and
+//!   equal to the body's;
+//! - on a session: one `resources/read` on a session the guard marked [`HeldHere`] (its
+//!   caller's, held by this process, seen by rmcp lately), naming 2025-11-25 in its header, with
+//!   no version in its `_meta` and no SEP-2243 headers.
+//!
+//! Anything else goes on to rmcp unchanged, which answers or refuses it as always; so no refusal
+//! is written here.
 
 use std::{
     future::Future,
@@ -33,13 +43,22 @@ use rmcp::model::{
     ServerJsonRpcMessage, ServerResult,
 };
 
-use super::{Claim, Hold, SESSION_ID};
+use super::{Claim, HeldHere, Hold, SESSION_ID};
 use crate::handler::{Caller, GatewayServer, host_request_id};
 
 /// The path rmcp serves MCP on (`serve_http` nests it there).
 const MCP_PATH: &str = "/mcp";
 const JSON: &str = "application/json";
 const EVENTS: &str = "text/event-stream";
+
+/// The era of a read this module answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Era {
+    /// 2026-07-28, no session.
+    Stateless,
+    /// 2025-11-25, on a session this process holds.
+    Session,
+}
 
 /// A read this module answers.
 #[derive(Debug, PartialEq, Eq)]
@@ -78,27 +97,34 @@ fn accepts_both(headers: &HeaderMap) -> bool {
     json && events
 }
 
-/// Whether `headers` are those of a read this module may answer: looked at before the body, so
-/// that every other request goes on to rmcp untouched.
-fn headers_fit(headers: &HeaderMap) -> bool {
+/// The era of the read `headers` may be, if this module may answer it: looked at before the
+/// body, so that every other request goes on to rmcp untouched. `held_here`: the guard marked
+/// the request's session [`HeldHere`].
+fn era_of(headers: &HeaderMap, held_here: bool) -> Option<Era> {
     let plain_json = single(headers, header::CONTENT_TYPE.as_str()).is_some_and(|value| {
         let essence = value.split_once(';').map_or(value, |(e, _)| e);
         essence.trim().eq_ignore_ascii_case(JSON)
     });
-    !headers.contains_key(SESSION_ID)
-        && !headers.contains_key(header::ORIGIN)
-        && single(headers, "mcp-method") == Some("resources/read")
-        && single(headers, "mcp-protocol-version") == Some(ProtocolVersion::V_2026_07_28.as_str())
-        && accepts_both(headers)
-        && plain_json
-}
-
-/// The read `headers` and `body` ask for, when they are a request this module answers.
-pub(super) fn read_asked(headers: &HeaderMap, body: &[u8]) -> Option<Read> {
-    let v2026 = ProtocolVersion::V_2026_07_28;
-    if !headers_fit(headers) {
+    if headers.contains_key(header::ORIGIN) || !accepts_both(headers) || !plain_json {
         return None;
     }
+    let version = single(headers, "mcp-protocol-version");
+    if !headers.contains_key(SESSION_ID) {
+        let fits = single(headers, "mcp-method") == Some("resources/read")
+            && version == Some(ProtocolVersion::V_2026_07_28.as_str());
+        return fits.then_some(Era::Stateless);
+    }
+    let fits = held_here
+        && single(headers, SESSION_ID).is_some()
+        && version == Some(ProtocolVersion::V_2025_11_25.as_str())
+        && !headers.contains_key("mcp-method")
+        && !headers.contains_key("mcp-name");
+    fits.then_some(Era::Session)
+}
+
+/// The read `headers` and `body` ask for, when they are a request of `era` this module answers.
+pub(super) fn read_asked(era: Era, headers: &HeaderMap, body: &[u8]) -> Option<Read> {
+    let v2026 = ProtocolVersion::V_2026_07_28;
     let ClientJsonRpcMessage::Request(request) = serde_json::from_slice(body).ok()? else {
         return None;
     };
@@ -106,15 +132,22 @@ pub(super) fn read_asked(headers: &HeaderMap, body: &[u8]) -> Option<Read> {
         return None;
     };
     let meta = request.request.get_meta();
-    if meta.protocol_version().as_ref() != Some(&v2026)
-        || !meta.missing_required_keys(&v2026).is_empty()
-    {
-        return None;
-    }
-    // A plain name only: an encoded one (`=?base64?…?=`) is rmcp's to decode.
-    let name = single(headers, "mcp-name")?;
-    if name != read.params.uri || name.starts_with("=?") {
-        return None;
+    match era {
+        Era::Stateless => {
+            if meta.protocol_version().as_ref() != Some(&v2026)
+                || !meta.missing_required_keys(&v2026).is_empty()
+            {
+                return None;
+            }
+            // A plain name only: an encoded one (`=?base64?…?=`) is rmcp's to decode.
+            let name = single(headers, "mcp-name")?;
+            if name != read.params.uri || name.starts_with("=?") {
+                return None;
+            }
+        }
+        // A version in `_meta` is rmcp's to check against the header's.
+        Era::Session if meta.protocol_version().is_some() => return None,
+        Era::Session => {}
     }
     Some(Read {
         uri: read.params.uri.clone(),
@@ -136,12 +169,12 @@ fn status_of(error: Option<&ErrorData>) -> StatusCode {
     }
 }
 
-/// Answers `read` for `caller` as rmcp would answer it on the 2026-07-28 path, within what the
-/// transport's time bound leaves (`answer_within`).
+/// Answers `read` for `caller` as rmcp would answer it in `era`, within what the transport's
+/// time bound leaves (`answer_within`).
 async fn answer(
     server: &GatewayServer,
     caller: Caller,
-    read: Read,
+    (era, read): (Era, Read),
     answer_within: Option<std::time::Duration>,
 ) -> Response {
     let Read {
@@ -155,8 +188,15 @@ async fn answer(
     let (message, status) = match answered {
         Ok(response) => {
             let mut result = ServerResult::from(response);
-            result.fill_missing_cache_hints();
+            match era {
+                Era::Stateless => result.fill_missing_cache_hints(),
+                Era::Session => result.strip_result_type_for_legacy_peer(),
+            }
             (ServerJsonRpcMessage::response(result, id), StatusCode::OK)
+        }
+        // An older era keeps its own code for a missing resource; a session's answers are 200.
+        Err(error) if era == Era::Session => {
+            (ServerJsonRpcMessage::error(error, Some(id)), StatusCode::OK)
         }
         Err(mut error) => {
             // 2026-07-28 has no code of its own for a missing resource.
@@ -237,12 +277,17 @@ pub(super) async fn reads(
     let Some(caller) = request.extensions().get::<Caller>().cloned() else {
         return next.run(request).await;
     };
+    let held_here = request.extensions().get::<HeldHere>().is_some();
+    let Some(era) = era_of(request.headers(), held_here) else {
+        return next.run(request).await;
+    };
     // rmcp refuses a version its handler does not list.
     let versions = rmcp::ServerHandler::supported_protocol_versions(server.as_ref());
-    if !versions.contains(&ProtocolVersion::V_2026_07_28) {
-        return next.run(request).await;
-    }
-    if !headers_fit(request.headers()) {
+    let version = match era {
+        Era::Stateless => ProtocolVersion::V_2026_07_28,
+        Era::Session => ProtocolVersion::V_2025_11_25,
+    };
+    if !versions.contains(&version) {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
@@ -253,14 +298,21 @@ pub(super) async fn reads(
             "the request body could not be read",
         );
     };
-    match read_asked(&parts.headers, &bytes) {
+    match read_asked(era, &parts.headers, &bytes) {
         Some(read) => {
-            tracing::trace!(id = %read.id, "a 2026-07-28 read answered outside rmcp");
+            match era {
+                Era::Stateless => {
+                    tracing::trace!(id = %read.id, "a 2026-07-28 read answered outside rmcp");
+                }
+                Era::Session => {
+                    tracing::trace!(id = %read.id, "a session's read answered outside rmcp");
+                }
+            }
             // Kept to the read's end, as rmcp's handler keeps it (`GatewayServer::scoped`).
             let held = parts.extensions.get::<Claim>().and_then(Claim::keep);
             let within = held.as_deref().and_then(Hold::answer_within);
             RunsToItsEnd::new(async move {
-                let answer = answer(&server, caller, read, within).await;
+                let answer = answer(&server, caller, (era, read), within).await;
                 drop(held);
                 answer
             })

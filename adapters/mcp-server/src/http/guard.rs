@@ -1,6 +1,8 @@
 //! The session guard, before rmcp: a session is its opener's (on this replica as the owners map
 //! says, else as the session store does, for a session another process opened), at most
 //! `max_sessions` are open, and a new one is recorded in the session store with its owner.
+//! A request of a session this process holds, which rmcp has seen lately, is marked
+//! [`HeldHere`], so that `http::direct` may answer a read of it without rmcp.
 
 use std::sync::{Arc, Mutex};
 
@@ -19,35 +21,52 @@ use crate::handler::Caller;
 #[derive(Debug, Clone)]
 pub(super) struct Initialize(pub(super) serde_json::Value);
 
+/// In a request's extensions: the session it names is its caller's, held by this process's
+/// rmcp, which saw one of its requests within `Shared::touch_every`. rmcp's idle timer counts
+/// only the requests that pass through its session worker, so a session whose reads were all
+/// answered outside it would expire in use: every `touch_every` one request goes through it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct HeldHere;
+
+/// What the guard found of the session a request names.
+enum Found {
+    /// Its caller's, known to this process, and rmcp saw it lately.
+    SeenLately,
+    /// Its caller's, or unknown everywhere: for rmcp to answer.
+    ForRmcp,
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Whether `caller` may use the session `id`: its owner as this replica knows it, else as the
 /// session store does (a session another replica opened, which rmcp then takes over). Refused
-/// as if it did not exist when another agent's; `None` to let rmcp answer.
-async fn owned(g: &Guard, id: &str, caller: &Principal) -> Option<Response> {
+/// as if it did not exist when another agent's. A request that makes the guard record the
+/// session's use (every `touch_every`) is for rmcp, so that its idle timer sees the session.
+async fn owned(g: &Guard, id: &str, caller: &Principal) -> Result<Found, Response> {
     let known = lock(&g.owners).get(id).cloned();
     match known {
         Some((owner, _)) if owner != *caller => {
-            Some(refuse(StatusCode::NOT_FOUND, "no such session"))
+            Err(refuse(StatusCode::NOT_FOUND, "no such session"))
         }
         Some((owner, touched)) => {
             if touched.elapsed() >= g.shared.touch_every() {
                 lock(&g.owners).insert(id.to_owned(), (owner, std::time::Instant::now()));
                 g.shared.touch(id);
+                return Ok(Found::ForRmcp);
             }
-            None
+            Ok(Found::SeenLately)
         }
         None => match g.shared.find(id).await {
             Ok(Some(record)) if record.owner == *caller => {
                 lock(&g.owners).insert(id.to_owned(), (record.owner, std::time::Instant::now()));
                 g.shared.touch(id);
-                None
+                Ok(Found::ForRmcp)
             }
-            Ok(Some(_)) => Some(refuse(StatusCode::NOT_FOUND, "no such session")),
+            Ok(Some(_)) => Err(refuse(StatusCode::NOT_FOUND, "no such session")),
             // Unknown everywhere: rmcp says 404.
-            Ok(None) => None,
+            Ok(None) => Ok(Found::ForRmcp),
             Err(e) => {
                 tracing::warn!("the session store cannot be reached: {e}");
                 let mut r = refuse(
@@ -56,7 +75,7 @@ async fn owned(g: &Guard, id: &str, caller: &Principal) -> Option<Response> {
                 );
                 r.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                Some(r)
+                Err(r)
             }
         },
     }
@@ -66,7 +85,7 @@ async fn owned(g: &Guard, id: &str, caller: &Principal) -> Option<Response> {
 /// one is recorded in the session store.
 pub(super) async fn sessions(
     State(g): State<Arc<Guard>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let Some(caller) = request.extensions().get::<Caller>().cloned() else {
@@ -79,11 +98,21 @@ pub(super) async fn sessions(
         .map(str::to_owned);
     let deleting = request.method() == Method::DELETE;
     match &asked {
-        Some(id) => {
-            if let Some(refused) = owned(&g, id, &caller.principal).await {
-                return refused;
+        Some(id) => match owned(&g, id, &caller.principal).await {
+            Err(refused) => return refused,
+            // rmcp's worker may have ended (closed, or a shutdown): then rmcp answers.
+            Ok(Found::SeenLately)
+                if g.sessions
+                    .local
+                    .sessions
+                    .read()
+                    .await
+                    .contains_key(id.as_str()) =>
+            {
+                request.extensions_mut().insert(HeldHere);
             }
-        }
+            Ok(_) => {}
+        },
         None if request.method() == Method::POST => {
             let open = g.sessions.local.sessions.read().await.len();
             if open >= g.max_sessions {

@@ -134,10 +134,13 @@ impl Shared {
         self.hasher.sha256(id.as_bytes()).hex()
     }
 
-    /// How often a session in use says so to the store: often enough that it never looks idle
-    /// to another replica.
+    /// How often a session in use says so to the store, and sends a request through rmcp's
+    /// session worker (`guard::HeldHere`): often enough that it never looks idle to another
+    /// replica, nor to rmcp's idle timer.
     pub(crate) fn touch_every(&self) -> Duration {
-        (self.idle / 4).max(Duration::from_secs(1))
+        (self.idle / 4)
+            .max(Duration::from_secs(1))
+            .min(self.idle / 2)
     }
 
     /// The session `id`, unless it is unknown or has been idle too long.

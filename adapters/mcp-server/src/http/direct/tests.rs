@@ -1,4 +1,5 @@
-//! `read_asked` takes exactly what rmcp would take as it stands, and the statuses are rmcp's.
+//! `era_of` and `read_asked` take exactly what rmcp would take as it stands, in either era, and
+//! the statuses are rmcp's.
 
 #![allow(clippy::unwrap_used)]
 
@@ -43,6 +44,40 @@ fn with(change: &[(&str, &str)]) -> HeaderMap {
     headers(&base)
 }
 
+/// The stateless read `headers` and `body` ask for, if the direct path takes it.
+fn asked(headers: &HeaderMap, body: &[u8]) -> Option<Read> {
+    era_of(headers, false).and_then(|era| read_asked(era, headers, body))
+}
+
+/// The read `headers` and `body` ask for on a session, if the direct path takes it;
+/// `held_here`: the guard marked the session.
+fn asked_on_session(held_here: bool, headers: &HeaderMap, body: &[u8]) -> Option<Read> {
+    era_of(headers, held_here)
+        .filter(|era| *era == Era::Session)
+        .and_then(|era| read_asked(era, headers, body))
+}
+
+/// The headers of a session's read the direct path takes, with `change` applied as in `with`.
+fn on_session(change: &[(&str, &str)]) -> HeaderMap {
+    let mut base: Vec<(&str, &str)> = vec![
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2025-11-25"),
+        ("mcp-session-id", "abc"),
+    ];
+    for (name, value) in change {
+        if let Some(added) = name.strip_prefix('+') {
+            base.push((added, value));
+        } else {
+            base.retain(|(n, _)| n != name);
+            if !value.is_empty() {
+                base.push((name, value));
+            }
+        }
+    }
+    headers(&base)
+}
+
 fn meta() -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -65,7 +100,7 @@ fn read_body(meta: Value) -> Vec<u8> {
 #[test]
 fn a_plain_2026_read_is_taken_with_its_id_and_host_request_id() {
     assert_eq!(
-        read_asked(&with(&[]), &read_body(meta())),
+        asked(&with(&[]), &read_body(meta())),
         Some(Read {
             id: RequestId::Number(7),
             uri: URI.into(),
@@ -78,7 +113,7 @@ fn a_plain_2026_read_is_taken_with_its_id_and_host_request_id() {
         &json!({"jsonrpc": "2.0", "id": "r-1", "method": "resources/read",
         "params": {"uri": URI, "_meta": given}}),
     );
-    let read = read_asked(&with(&[]), &string_id).unwrap();
+    let read = asked(&with(&[]), &string_id).unwrap();
     assert_eq!(read.id, RequestId::String("r-1".into()));
     assert_eq!(read.host_request_id.as_deref(), Some("op-1"));
     // Parameters of Content-Type and the order of Accept do not matter.
@@ -86,7 +121,7 @@ fn a_plain_2026_read_is_taken_with_its_id_and_host_request_id() {
         ("content-type", "application/json; charset=utf-8"),
         ("accept", "text/event-stream, application/json"),
     ]);
-    assert!(read_asked(&loose, &read_body(meta())).is_some());
+    assert!(asked(&loose, &read_body(meta())).is_some());
 }
 
 #[test]
@@ -108,11 +143,7 @@ fn any_header_rmcp_would_judge_otherwise_leaves_the_request_to_rmcp() {
         &[("content-type", "text/plain")],
     ];
     for change in cases {
-        assert_eq!(
-            read_asked(&with(change), &read_body(meta())),
-            None,
-            "{change:?}"
-        );
+        assert_eq!(asked(&with(change), &read_body(meta())), None, "{change:?}");
     }
 }
 
@@ -146,7 +177,7 @@ fn any_body_but_one_complete_2026_read_is_left_to_rmcp() {
     ];
     for case in cases {
         assert_eq!(
-            read_asked(&with(&[]), &case),
+            asked(&with(&[]), &case),
             None,
             "{}",
             String::from_utf8_lossy(&case)
@@ -166,4 +197,70 @@ fn errors_get_the_statuses_rmcp_gives_them() {
     assert_eq!(status(ErrorCode::INVALID_PARAMS), StatusCode::OK);
     assert_eq!(status(ErrorCode::INTERNAL_ERROR), StatusCode::OK);
     assert_eq!(status_of(None), StatusCode::OK);
+}
+
+#[test]
+fn a_plain_read_on_a_session_held_here_is_taken() {
+    let plain = body(
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "resources/read",
+        "params": {"uri": URI, "_meta": {"io.quarry/host_request_id": "op-9"}}}),
+    );
+    assert_eq!(
+        asked_on_session(true, &on_session(&[]), &plain),
+        Some(Read {
+            id: RequestId::Number(9),
+            uri: URI.into(),
+            host_request_id: Some("op-9".into()),
+        })
+    );
+    // Not marked by the guard (another agent's, not held here, or due to pass through rmcp).
+    assert_eq!(asked_on_session(false, &on_session(&[]), &plain), None);
+}
+
+#[test]
+fn a_session_read_rmcp_would_judge_otherwise_is_left_to_rmcp() {
+    let plain = body(
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "resources/read", "params": {"uri": URI}}),
+    );
+    let header_cases: [&[(&str, &str)]; 10] = [
+        &[("+mcp-session-id", "abd")],
+        &[("+origin", "http://localhost:1234")],
+        &[("mcp-protocol-version", "2025-06-18")],
+        &[("mcp-protocol-version", "2026-07-28")],
+        &[("mcp-protocol-version", "")],
+        &[("+mcp-method", "resources/read")],
+        &[("+mcp-name", URI)],
+        &[("accept", "application/json, text/event-stream;q=1")],
+        &[("accept", "application/json")],
+        &[("content-type", "text/plain")],
+    ];
+    for change in header_cases {
+        assert_eq!(
+            asked_on_session(true, &on_session(change), &plain),
+            None,
+            "{change:?}"
+        );
+    }
+    let body_cases = [
+        // A version in `_meta` is rmcp's to check.
+        body(
+            &json!({"jsonrpc": "2.0", "id": 9, "method": "resources/read",
+            "params": {"uri": URI, "_meta": {"io.modelcontextprotocol/protocolVersion": "2025-11-25"}}}),
+        ),
+        body(&json!({"jsonrpc": "2.0", "id": 9, "method": "resources/list", "params": {}})),
+        body(&json!({"jsonrpc": "2.0", "method": "resources/read", "params": {"uri": URI}})),
+        body(
+            &json!([{"jsonrpc": "2.0", "id": 9, "method": "resources/read",
+            "params": {"uri": URI}}]),
+        ),
+        b"{not json".to_vec(),
+    ];
+    for case in body_cases {
+        assert_eq!(
+            asked_on_session(true, &on_session(&[]), &case),
+            None,
+            "{}",
+            String::from_utf8_lossy(&case)
+        );
+    }
 }
