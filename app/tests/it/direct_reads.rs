@@ -481,6 +481,47 @@ async fn past_the_time_bound(via_rmcp: bool) {
     );
 }
 
+// traces: TR-8, AU-1 — on a session too, a read the direct path answers is cut at
+// http.request_timeout_seconds with E009, and is recorded as what its client got.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_read_past_the_time_bound_gets_e009() {
+    let notes = slow_notes(4000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = served_env(
+        dir.path(),
+        &within_a_second(&notes.url),
+        "127.0.0.1:0",
+        &[],
+        &[TRACED],
+    )
+    .await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let body = r#"{"jsonrpc":"2.0","id":51,"method":"resources/read","params":{"uri":"mcp://notes/fixture_3A//slow"}}"#;
+    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let started = std::time::Instant::now();
+    let (status, _, answer) = post(gw.addr, &host, &headers, body).await;
+    let took = started.elapsed();
+    assert_eq!(status, 504, "{answer}");
+    assert!(answer.contains("E009"), "{answer}");
+    assert!(
+        took < Duration::from_millis(3000),
+        "cut at the bound: {took:?}"
+    );
+    assert_eq!(
+        answered_on_sessions(dir.path()),
+        1,
+        "the direct path answered"
+    );
+    let records = read_records(dir.path(), 1).await;
+    let cut = records
+        .iter()
+        .find(|r| r["mcp_request_id"] == "51")
+        .unwrap_or_else(|| panic!("the cut read is recorded: {records:?}"));
+    assert_eq!(cut["error_code"], "E009", "{cut}");
+    assert!(cut["bytes_returned"].is_null(), "{cut}");
+}
+
 /// Sends the read `body` with `headers` to `addr` every 50 ms from now until it is let in (any
 /// status but 429), for at most ten seconds after `since`; checks it was let in no sooner than
 /// `not_before` after `since` (until then, the request before it held its agent's one place)
