@@ -64,19 +64,25 @@ async fn read(
     let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     let host = format!("127.0.0.1:{}", addr.port());
     let (status, head, body) = post(addr, &host, &headers, &body).await;
+    (status, answered(uri, "application/json", &head, &body))
+}
+
+/// The answer to a read of `uri`, sent as `kind` (checked), `ttlMs` removed (it counts down
+/// between two answers).
+fn answered(uri: &str, kind: &str, head: &str, body: &str) -> Value {
     assert!(
         head.to_ascii_lowercase()
-            .contains("content-type: application/json"),
+            .contains(&format!("content-type: {kind}")),
         "{uri}: {head}{body}"
     );
-    let mut answer = message(&body);
+    let mut answer = message(body);
     if let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut) {
         assert!(
             result.remove("ttlMs").is_some(),
             "{uri}: no ttlMs in {body}"
         );
     }
-    (status, answer)
+    answer
 }
 
 /// A gateway for alice (who may read `notes` but not `wiki`, nor `notes`' protected item 2),
@@ -175,23 +181,15 @@ async fn read_on_session(
     } else {
         "application/json"
     };
-    assert!(
-        head.to_ascii_lowercase()
-            .contains(&format!("content-type: {kind}")),
-        "{uri}: {head}{body}"
-    );
-    let mut answer = message(&body);
-    if let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut) {
-        assert!(
-            result.remove("ttlMs").is_some(),
-            "{uri}: no ttlMs in {body}"
-        );
-    }
-    (status, answer)
+    (status, answered(uri, kind, &head, &body))
 }
 
-/// Checks that `direct` records what `by_rmcp` does, the request's own ids aside.
+/// Checks that `direct` (request 32, host request `host-op-32`) records what `by_rmcp`
+/// (request 31) does, the request's own ids aside.
 fn recorded_alike(direct: &Value, by_rmcp: &Value) {
+    assert_eq!(direct["mcp_request_id"], "32", "{direct}");
+    assert_eq!(direct["host_request_id"], "host-op-32", "{direct}");
+    assert_eq!(by_rmcp["mcp_request_id"], "31", "{by_rmcp}");
     for field in [
         "agent",
         "transport",
@@ -218,6 +216,19 @@ fn recorded_alike(direct: &Value, by_rmcp: &Value) {
     );
 }
 
+/// What the two paths are asked for in both eras: a text and a blob content, a resource, a
+/// missing one, one policy denies, a protected one, an unknown server, not a URI.
+const CASES: [&str; 8] = [
+    "mcp://notes/fixture_3A//text/hello.txt",
+    "mcp://notes/fixture_3A//blob/bytes.bin",
+    "mcp://notes/fixture_3A//item/1",
+    "mcp://notes/fixture_3A//nothing/here",
+    "mcp://wiki/fixture_3A//item/1",
+    "mcp://notes/fixture_3A//item/2",
+    "mcp://nowhere/fixture_3A//item/1",
+    "not a uri",
+];
+
 // traces: REQ-071-016, REQ-071-022, TR-9 — what the direct path answers is what rmcp answers:
 // text and blob contents with their origin and cache hints, a missing resource (-32602 with
 // its URI), a read policy denies (E004), an unknown server; the same statuses.
@@ -225,16 +236,7 @@ fn recorded_alike(direct: &Value, by_rmcp: &Value) {
 async fn a_stateless_read_is_answered_as_rmcp_answers_it() {
     let dir = tempfile::tempdir().unwrap();
     let (gw, _upstreams) = alices_gateway(dir.path()).await;
-    let cases = [
-        "mcp://notes/fixture_3A//text/hello.txt",
-        "mcp://notes/fixture_3A//blob/bytes.bin",
-        "mcp://notes/fixture_3A//item/1",
-        "mcp://notes/fixture_3A//nothing/here",
-        "mcp://wiki/fixture_3A//item/1",
-        "mcp://notes/fixture_3A//item/2",
-        "mcp://nowhere/fixture_3A//item/1",
-        "not a uri",
-    ];
+    let cases = CASES;
     for (n, uri) in (1..).zip(cases) {
         // rmcp first, so that both find the cache in the same state after the first read.
         let (rmcp_status, by_rmcp) = read(gw.addr, uri, n, None, true).await;
@@ -281,9 +283,6 @@ async fn a_direct_read_is_audited_like_any_other() {
         .collect();
     assert_eq!(records.len(), 3, "{records:?}");
     let (by_rmcp, direct) = (&records[1], &records[2]);
-    assert_eq!(direct["mcp_request_id"], "32", "{direct}");
-    assert_eq!(direct["host_request_id"], "host-op-32", "{direct}");
-    assert_eq!(by_rmcp["mcp_request_id"], "31", "{by_rmcp}");
     recorded_alike(direct, by_rmcp);
 }
 
@@ -296,16 +295,7 @@ async fn a_session_read_is_answered_as_rmcp_answers_it() {
     let (gw, _upstreams) = alices_gateway(dir.path()).await;
     let host = format!("127.0.0.1:{}", gw.addr.port());
     let sid = session(gw.addr, &host).await;
-    let cases = [
-        "mcp://notes/fixture_3A//text/hello.txt",
-        "mcp://notes/fixture_3A//blob/bytes.bin",
-        "mcp://notes/fixture_3A//item/1",
-        "mcp://notes/fixture_3A//nothing/here",
-        "mcp://wiki/fixture_3A//item/1",
-        "mcp://notes/fixture_3A//item/2",
-        "mcp://nowhere/fixture_3A//item/1",
-        "not a uri",
-    ];
+    let cases = CASES;
     for (n, uri) in (1..).zip(cases) {
         let (rmcp_status, by_rmcp) = read_on_session(gw.addr, &sid, uri, n, None, true).await;
         let before = answered_on_sessions(dir.path());
@@ -340,9 +330,6 @@ async fn a_session_read_is_answered_as_rmcp_answers_it() {
     let [.., by_rmcp, direct] = records.as_slice() else {
         panic!("{records:?}")
     };
-    assert_eq!(direct["mcp_request_id"], "32", "{direct}");
-    assert_eq!(direct["host_request_id"], "host-op-32", "{direct}");
-    assert_eq!(by_rmcp["mcp_request_id"], "31", "{by_rmcp}");
     recorded_alike(direct, by_rmcp);
 }
 

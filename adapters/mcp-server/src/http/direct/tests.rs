@@ -24,13 +24,20 @@ fn headers(lines: &[(&str, &str)]) -> HeaderMap {
 /// The headers of a read the direct path takes, with `change` applied: a header set anew
 /// (an empty value removes it) or, with `+`, added beside it.
 fn with(change: &[(&str, &str)]) -> HeaderMap {
-    let mut base = vec![
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "resources/read"),
-        ("mcp-name", URI),
-    ];
+    changed(
+        vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "resources/read"),
+            ("mcp-name", URI),
+        ],
+        change,
+    )
+}
+
+/// `base` with `change` applied, as `with` describes.
+fn changed<'a>(mut base: Vec<(&'a str, &'a str)>, change: &[(&'a str, &'a str)]) -> HeaderMap {
     for (name, value) in change {
         if let Some(added) = name.strip_prefix('+') {
             base.push((added, value));
@@ -59,23 +66,15 @@ fn asked_on_session(held_here: bool, headers: &HeaderMap, body: &[u8]) -> Option
 
 /// The headers of a session's read the direct path takes, with `change` applied as in `with`.
 fn on_session(change: &[(&str, &str)]) -> HeaderMap {
-    let mut base: Vec<(&str, &str)> = vec![
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2025-11-25"),
-        ("mcp-session-id", "abc"),
-    ];
-    for (name, value) in change {
-        if let Some(added) = name.strip_prefix('+') {
-            base.push((added, value));
-        } else {
-            base.retain(|(n, _)| n != name);
-            if !value.is_empty() {
-                base.push((name, value));
-            }
-        }
-    }
-    headers(&base)
+    changed(
+        vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2025-11-25"),
+            ("mcp-session-id", "abc"),
+        ],
+        change,
+    )
 }
 
 fn meta() -> Value {
