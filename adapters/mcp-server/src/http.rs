@@ -46,7 +46,7 @@ pub(crate) use auth::Granted;
 pub use auth::ResourceServerOptions;
 pub(crate) use bounds::{Claim, Hold};
 
-use guard::{HeldHere, Initialize, sessions};
+use guard::{HeldHere, Initialize, OneRead, sessions};
 use sessions::Sessions;
 pub(crate) use sessions::Shared;
 use tls::{Peer, TlsListener};
@@ -285,6 +285,12 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
         .and_then(|m| m.calls.into_iter().next());
     if let Some(params) = single.as_ref().and_then(|c| c.initialize.clone()) {
         request.extensions_mut().insert(Initialize(params));
+    }
+    if single
+        .as_ref()
+        .is_some_and(|c| c.is_request() && c.method.as_deref() == Some("resources/read"))
+    {
+        request.extensions_mut().insert(OneRead);
     }
     // A POST is one request and is bounded in time; a GET is a stream the client keeps open.
     // A request waits its turn to enter rmcp, which gives each request it holds its own

@@ -1,8 +1,8 @@
 //! The session guard, before rmcp: a session is its opener's (on this replica as the owners map
 //! says, else as the session store does, for a session another process opened), at most
 //! `max_sessions` are open, and a new one is recorded in the session store with its owner.
-//! A request of a session this process holds, which rmcp has seen lately, is marked
-//! [`HeldHere`], so that `http::direct` may answer a read of it without rmcp.
+//! A read on a session this process holds, which rmcp has seen lately, is marked [`HeldHere`],
+//! so that `http::direct` may answer it without rmcp.
 
 use std::sync::{Arc, Mutex};
 
@@ -21,7 +21,12 @@ use crate::handler::Caller;
 #[derive(Debug, Clone)]
 pub(super) struct Initialize(pub(super) serde_json::Value);
 
-/// In a request's extensions: the session it names is its caller's, held by this process's
+/// In a request's extensions: its body is one `resources/read` request (as `message.rs` reads
+/// it), so that the session guard looks for [`HeldHere`] only where `http::direct` could use it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OneRead;
+
+/// In a request's extensions: a [`OneRead`] whose session is its caller's, held by this process's
 /// rmcp, which saw one of its requests within `Shared::touch_every`. rmcp's idle timer counts
 /// only the requests that pass through its session worker, so a session whose reads were all
 /// answered outside it would expire in use: every `touch_every` one request goes through it.
@@ -32,7 +37,8 @@ pub(super) struct HeldHere;
 enum Found {
     /// Its caller's, known to this process, and rmcp saw it lately.
     SeenLately,
-    /// Its caller's, or unknown everywhere: for rmcp to answer.
+    /// For rmcp to answer: its caller's but due to pass through rmcp, or one to take over from
+    /// the session store, or unknown everywhere.
     ForRmcp,
 }
 
@@ -102,12 +108,13 @@ pub(super) async fn sessions(
             Err(refused) => return refused,
             // rmcp's worker may have ended (closed, or a shutdown): then rmcp answers.
             Ok(Found::SeenLately)
-                if g.sessions
-                    .local
-                    .sessions
-                    .read()
-                    .await
-                    .contains_key(id.as_str()) =>
+                if request.extensions().get::<OneRead>().is_some()
+                    && g.sessions
+                        .local
+                        .sessions
+                        .read()
+                        .await
+                        .contains_key(id.as_str()) =>
             {
                 request.extensions_mut().insert(HeldHere);
             }
