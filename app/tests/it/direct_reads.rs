@@ -469,9 +469,19 @@ async fn past_the_time_bound(via_rmcp: bool) {
 }
 
 // traces: TR-8, AU-1 — on a session too, a read the direct path answers is cut at
-// http.request_timeout_seconds with E009, and is recorded as what its client got.
+// http.request_timeout_seconds with E009, and is recorded so. Its client gets what rmcp's path
+// gives it: the JSON-RPC error for the request, status 200 (rmcp's event stream has begun by
+// then), not a 504 that a 2025-11-25 client would take for a failure of the transport.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_read_past_the_time_bound_gets_e009() {
+    let direct = session_read_past_the_time_bound(false).await;
+    let by_rmcp = session_read_past_the_time_bound(true).await;
+    assert_eq!(direct, by_rmcp);
+}
+
+/// A read of the `slow` item (the upstream answers after 4 s) on a session, cut at a bound of
+/// 1 s: by the direct path, or with `via_rmcp` by rmcp. The JSON-RPC error it got.
+async fn session_read_past_the_time_bound(via_rmcp: bool) -> Value {
     let notes = slow_notes(4000).await;
     let dir = tempfile::tempdir().unwrap();
     let gw = served_env(
@@ -485,20 +495,35 @@ async fn a_session_read_past_the_time_bound_gets_e009() {
     let host = format!("127.0.0.1:{}", gw.addr.port());
     let sid = session(gw.addr, &host).await;
     let body = r#"{"jsonrpc":"2.0","id":51,"method":"resources/read","params":{"uri":"mcp://notes/fixture_3A//slow"}}"#;
-    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let mut headers = vec![sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    if via_rmcp {
+        headers.push("Accept: text/event-stream;q=1");
+    }
     let started = std::time::Instant::now();
-    let (status, _, answer) = post(gw.addr, &host, &headers, body).await;
+    let (status, head, answer) = post(gw.addr, &host, &headers, body).await;
     let took = started.elapsed();
-    assert_eq!(status, 504, "{answer}");
-    assert!(answer.contains("E009"), "{answer}");
+    assert_eq!(status, 200, "{head}{answer}");
     assert!(
         took < Duration::from_millis(3000),
         "cut at the bound: {took:?}"
     );
     assert_eq!(
         answered_on_sessions(dir.path()),
-        1,
-        "the direct path answered"
+        usize::from(!via_rmcp),
+        "which path answered"
+    );
+    let kind = if via_rmcp {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    let error = answered("slow", kind, &head, &answer);
+    assert_eq!(error["id"], 51, "{error}");
+    assert_eq!(error["error"]["code"], -32001, "{error}");
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("E009") && message.contains("http.request_timeout_seconds"),
+        "{error}"
     );
     let records = read_records(dir.path(), 1).await;
     let cut = records
@@ -507,6 +532,7 @@ async fn a_session_read_past_the_time_bound_gets_e009() {
         .unwrap_or_else(|| panic!("the cut read is recorded: {records:?}"));
     assert_eq!(cut["error_code"], "E009", "{cut}");
     assert!(cut["bytes_returned"].is_null(), "{cut}");
+    error
 }
 
 /// Sends the read `body` with `headers` to `addr` every 50 ms from now until it is let in (any

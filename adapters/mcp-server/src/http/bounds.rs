@@ -1,14 +1,19 @@
 //! The bounds of one request: its body is read whole (within `http.max_body_kb`) so its
 //! JSON-RPC message can be checked before rmcp sees it, and its answer must end within
 //! `http.request_timeout_seconds`. An answer not begun by then is 504; an event stream still
-//! open then gets a JSON-RPC error for the request and ends. The caller's in-flight permit is
+//! open then gets a JSON-RPC error for the request and ends, and so does a request whose answer
+//! rmcp would have begun as an event stream at once but another layer answers itself (a
+//! session's read on the direct path): its error comes as one JSON body, status 200. The caller's in-flight permit is
 //! held until the answer's last byte, and so is its turn among the requests handled at once
 //! (`http.max_requests_in_flight`), which it waits for within its time: both are a [`Hold`],
 //! which the handler of a request keeps too, so that work an answer is no longer wanted for (its
 //! client hung up, or the bound passed) still counts until it ends.
 
 use std::{
-    sync::{Arc, OnceLock, Weak},
+    sync::{
+        Arc, OnceLock, Weak,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -16,7 +21,7 @@ use axum::{
     body::{Body, Bytes},
     extract::Request,
     http::{StatusCode, header},
-    response::Response,
+    response::{IntoResponse, Response},
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -54,6 +59,9 @@ pub(crate) struct Hold {
     turn: OnceLock<OwnedSemaphorePermit>,
     /// When the answer must have ended, for a request bounded in time.
     deadline: Option<Instant>,
+    /// Cut before its answer begins, the request gets the JSON-RPC error an event stream would
+    /// have ended with, not a 504 (see [`Hold::cut_as_a_stream_would_be`]).
+    error_when_cut: AtomicBool,
 }
 
 impl Hold {
@@ -63,7 +71,17 @@ impl Hold {
             _permit: permit,
             turn: OnceLock::new(),
             deadline: limit.map(|l| Instant::now() + l),
+            error_when_cut: AtomicBool::new(false),
         })
+    }
+
+    /// Called by a layer that answers the request itself where rmcp would have begun an event
+    /// stream at once (a read on a 2025-11-25 session): cut at the time bound before its answer
+    /// begins, the request then gets what rmcp's stream would have ended with, the JSON-RPC
+    /// error for it, as one JSON body with status 200. A client of that era takes it as the
+    /// request's error; a 504 would be a failure of the transport.
+    pub(super) fn cut_as_a_stream_would_be(&self) {
+        self.error_when_cut.store(true, Ordering::Relaxed);
     }
 
     /// How long the answer may still take (None: no bound).
@@ -85,9 +103,9 @@ impl Claim {
     }
 }
 
-/// The message a stream gets when its request runs out of time.
-fn timed_out(id: Option<&Value>, limit: Duration) -> Bytes {
-    let error = json!({
+/// The JSON-RPC error a request gets when it runs out of time.
+fn timed_out(id: Option<&Value>, limit: Duration) -> Value {
+    json!({
         "jsonrpc": "2.0",
         "id": id.cloned().unwrap_or(Value::Null),
         "error": {
@@ -97,8 +115,15 @@ fn timed_out(id: Option<&Value>, limit: Duration) -> Bytes {
                 limit.as_secs()
             ),
         },
-    });
-    Bytes::from(format!("event: message\ndata: {error}\n\n"))
+    })
+}
+
+/// The event a stream gets when its request runs out of time.
+fn timed_out_event(id: Option<&Value>, limit: Duration) -> Bytes {
+    Bytes::from(format!(
+        "event: message\ndata: {}\n\n",
+        timed_out(id, limit)
+    ))
 }
 
 /// Runs `answer` within `limit`, the time `hold` was made with (None: no limit, for event
@@ -127,6 +152,17 @@ pub(super) async fn within(
             Ok(answered) => answered,
             Err(_) => {
                 tracing::warn!("a request ran past http.request_timeout_seconds");
+                if let Some(limit) = limit
+                    && hold.error_when_cut.load(Ordering::Relaxed)
+                {
+                    let error = timed_out(id.as_ref(), limit).to_string();
+                    return (
+                        StatusCode::OK,
+                        [(header::CONTENT_TYPE, "application/json")],
+                        error,
+                    )
+                        .into_response();
+                }
                 return refuse(
                     StatusCode::GATEWAY_TIMEOUT,
                     "E009 the request took longer than http.request_timeout_seconds",
@@ -157,7 +193,7 @@ pub(super) async fn within(
                 () = tokio::time::sleep_until(deadline) => {
                     tracing::warn!("an answer ran past http.request_timeout_seconds; it was cut");
                     // The error ends the stream; the hold goes with it.
-                    events.then(|| (Ok(timed_out(id.as_ref(), limit)), (data, None, None)))
+                    events.then(|| (Ok(timed_out_event(id.as_ref(), limit)), (data, None, None)))
                 }
             }
         },

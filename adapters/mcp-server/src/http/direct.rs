@@ -22,7 +22,9 @@
 //!   no version in its `_meta` and no SEP-2243 headers.
 //!
 //! Anything else goes on to rmcp unchanged, which answers or refuses it as always; so no refusal
-//! is written here.
+//! is written here. A session's read cut at the time bound gets what rmcp's event stream,
+//! begun by then, would have ended with: the JSON-RPC error for it, status 200
+//! ([`Hold::cut_as_a_stream_would_be`]).
 
 use std::{
     future::Future,
@@ -310,6 +312,11 @@ pub(super) async fn reads(
             }
             // Kept to the read's end, as rmcp's handler keeps it (`GatewayServer::scoped`).
             let held = parts.extensions.get::<Claim>().and_then(Claim::keep);
+            if era == Era::Session
+                && let Some(hold) = &held
+            {
+                hold.cut_as_a_stream_would_be();
+            }
             let within = held.as_deref().and_then(Hold::answer_within);
             RunsToItsEnd::new(async move {
                 let answer = answer(&server, caller, (era, read), within).await;
