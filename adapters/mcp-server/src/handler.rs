@@ -24,7 +24,7 @@ mod scope;
 mod tools;
 
 use scope::request_meta;
-pub(crate) use scope::{Caller, host_request_id};
+pub(crate) use scope::{Caller, DirectRead, host_request_id};
 
 use crate::{
     args,
@@ -140,6 +140,18 @@ impl GatewayServer {
     }
 }
 
+/// The result of a call of `tool`: what it returned, or its error (with the URI it was asked
+/// for, when the error response echoes one).
+fn tool_result(tool: &str, outcome: Result<Value, (Error, Option<String>)>) -> CallToolResult {
+    match outcome {
+        Ok(value) => tool_success(value),
+        Err((error, uri)) => {
+            tracing::info!(tool = %tool, code = %error.code(), "tool call failed: {}", error.message());
+            tool_error(&error, uri)
+        }
+    }
+}
+
 /// A tool result the model reads: structured content plus the same JSON as text, for hosts that
 /// show only text.
 fn tool_success(value: Value) -> CallToolResult {
@@ -209,10 +221,7 @@ impl ServerHandler for GatewayServer {
         let me = self.scoped(&context).await;
         let outcome = match request.name.as_ref() {
             LIST_TOOL => me.call_list(request.arguments).await.map_err(|e| (e, None)),
-            READ_TOOL => {
-                let uri = args::requested_uri(request.arguments.as_ref());
-                me.call_read(request.arguments).await.map_err(|e| (e, uri))
-            }
+            READ_TOOL => return Ok(me.read_tool(request.arguments).await.into()),
             VERSIONS_TOOL => {
                 let uri = args::requested_uri(request.arguments.as_ref());
                 me.call_versions(request.arguments)
@@ -253,14 +262,7 @@ impl ServerHandler for GatewayServer {
                 ));
             }
         };
-        Ok(match outcome {
-            Ok(value) => tool_success(value),
-            Err((error, uri)) => {
-                tracing::info!(tool = %request.name, code = %error.code(), "tool call failed: {}", error.message());
-                tool_error(&error, uri)
-            }
-        }
-        .into())
+        Ok(tool_result(&request.name, outcome).into())
     }
 
     async fn list_prompts(

@@ -286,10 +286,14 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
     if let Some(params) = single.as_ref().and_then(|c| c.initialize.clone()) {
         request.extensions_mut().insert(Initialize(params));
     }
-    if single
-        .as_ref()
-        .is_some_and(|c| c.is_request() && c.method.as_deref() == Some("resources/read"))
-    {
+    if single.as_ref().is_some_and(|c| {
+        c.is_request()
+            && match c.method.as_deref() {
+                Some("resources/read") => true,
+                Some("tools/call") => c.tool.as_deref() == Some(crate::catalogue::READ_TOOL),
+                _ => false,
+            }
+    }) {
         request.extensions_mut().insert(OneRead);
     }
     // A POST is one request and is bounded in time; a GET is a stream the client keeps open.

@@ -1,5 +1,6 @@
-//! A 2026-07-28 `resources/read`, and one on a 2025-11-25 session this process holds, is
-//! answered without rmcp's per-request machinery (`http/direct.rs`): through the real binary,
+//! A 2026-07-28 `resources/read` or `read_mcp_resource` call, and one on a 2025-11-25 session
+//! this process holds, is answered without rmcp's per-request machinery (`http/direct.rs`):
+//! through the real binary,
 //! the same request sent so that rmcp answers it (an `Accept` with a parameter, which the direct
 //! path leaves to rmcp's own parser) gets the same answer, the same audit record, and the same
 //! time bound. Quarry's log at trace level says which requests the direct path answered, so each
@@ -67,8 +68,8 @@ async fn read(
     (status, answered(uri, "application/json", &head, &body))
 }
 
-/// The answer to a read of `uri`, sent as `kind` (checked), `ttlMs` removed (it counts down
-/// between two answers).
+/// The answer to a read of `uri`, sent as `kind` (checked), a read result's `ttlMs` removed (it
+/// counts down between two answers; a tool's result has none).
 fn answered(uri: &str, kind: &str, head: &str, body: &str) -> Value {
     assert!(
         head.to_ascii_lowercase()
@@ -76,7 +77,11 @@ fn answered(uri: &str, kind: &str, head: &str, body: &str) -> Value {
         "{uri}: {head}{body}"
     );
     let mut answer = message(body);
-    if let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut) {
+    if let Some(result) = answer
+        .get_mut("result")
+        .and_then(Value::as_object_mut)
+        .filter(|r| r.contains_key("contents"))
+    {
         assert!(
             result.remove("ttlMs").is_some(),
             "{uri}: no ttlMs in {body}"
@@ -331,6 +336,174 @@ async fn a_session_read_is_answered_as_rmcp_answers_it() {
         panic!("{records:?}")
     };
     recorded_alike(direct, by_rmcp);
+}
+
+/// A `read_mcp_resource` call with `arguments` and id `id` (and `host_id` as the host's request
+/// id): on the session whose header line is `sid`, or with none in 2026-07-28; answered by the
+/// direct path, or with `via_rmcp` by rmcp. The status and the answer.
+async fn read_tool(
+    addr: SocketAddr,
+    sid: Option<&str>,
+    arguments: &Value,
+    (id, host_id): (u32, Option<&str>),
+    via_rmcp: bool,
+) -> (u16, Value) {
+    let (mut meta, mut headers) = match sid {
+        None => (
+            meta(),
+            vec![
+                format!("MCP-Protocol-Version: {MODERN}"),
+                "Mcp-Method: tools/call".to_owned(),
+                "Mcp-Name: read_mcp_resource".to_owned(),
+            ],
+        ),
+        Some(sid) => (
+            json!({}),
+            vec![
+                sid.to_owned(),
+                "MCP-Protocol-Version: 2025-11-25".to_owned(),
+            ],
+        ),
+    };
+    if let Some(host_id) = host_id {
+        meta["io.quarry/host_request_id"] = json!(host_id);
+    }
+    if via_rmcp {
+        headers.push("Accept: text/event-stream;q=1".to_owned());
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "read_mcp_resource", "arguments": arguments, "_meta": meta}})
+    .to_string();
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+    let host = format!("127.0.0.1:{}", addr.port());
+    let (status, head, body) = post(addr, &host, &headers, &body).await;
+    // rmcp answers a session's request with an event stream, a stateless one with JSON.
+    let kind = if via_rmcp && sid.is_some() {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    (status, answered(&arguments.to_string(), kind, &head, &body))
+}
+
+/// What `read_mcp_resource` is called with in both eras: each of [`CASES`] as its URI, a byte
+/// range, a read past the cache, one without checking the checksum, an offset past the end,
+/// and arguments the tool refuses (a URI that is not text, an unknown argument, none at all).
+fn tool_cases() -> Vec<Value> {
+    let mut cases: Vec<Value> = CASES
+        .iter()
+        .map(|uri| json!({"resource_uri": uri}))
+        .collect();
+    cases.extend([
+        json!({"resource_uri": CASES[0], "offset": 2, "limit": 3}),
+        json!({"resource_uri": CASES[2], "use_cache": false}),
+        json!({"resource_uri": CASES[1], "validate_checksum": false}),
+        json!({"resource_uri": CASES[0], "offset": 1_000_000}),
+        json!({"resource_uri": 5}),
+        json!({"uri": CASES[0]}),
+        Value::Null,
+    ]);
+    cases
+}
+
+/// Each of [`tool_cases`] called both ways (on the session `sid`, or with none), and the direct
+/// path's answer, which must be rmcp's, checked to be its; then two calls (ids 31, 32) whose
+/// audit records must match. `answered_here` counts what the direct path answered.
+async fn tool_answered_as_rmcp_answers_it(
+    dir: &std::path::Path,
+    addr: SocketAddr,
+    sid: Option<&str>,
+    answered_here: fn(&std::path::Path) -> usize,
+) -> Vec<Value> {
+    let mut answers = Vec::new();
+    for (n, arguments) in (1..).zip(tool_cases()) {
+        // A first call fills the cache, so that both paths find it in the same state.
+        read_tool(addr, sid, &arguments, (n, None), true).await;
+        let (rmcp_status, by_rmcp) = read_tool(addr, sid, &arguments, (n, None), true).await;
+        let before = answered_here(dir);
+        let (status, direct) = read_tool(addr, sid, &arguments, (n, None), false).await;
+        assert_eq!(
+            answered_here(dir),
+            before + 1,
+            "{arguments}: the direct path answered"
+        );
+        assert_eq!(
+            status, rmcp_status,
+            "{arguments}: {direct} against {by_rmcp}"
+        );
+        assert_eq!(direct, by_rmcp, "{arguments}");
+        answers.push(direct);
+    }
+    let item = json!({"resource_uri": CASES[2]});
+    read_tool(addr, sid, &item, (31, Some("host-op-31")), true).await;
+    read_tool(addr, sid, &item, (32, Some("host-op-32")), false).await;
+    let records = read_records(dir, 0).await;
+    let [.., by_rmcp, direct] = records.as_slice() else {
+        panic!("{records:?}")
+    };
+    recorded_alike(direct, by_rmcp);
+    answers
+}
+
+/// Checks the tool's answers to [`tool_cases`]: the text, its range, and the E-codes of what
+/// it refused, each with the URI asked for where there was one.
+fn tool_answers_say_what_they_should(answers: &[Value]) {
+    let result = |n: usize| &answers[n]["result"];
+    let text = &result(0)["structuredContent"];
+    assert_eq!(text["uri"], CASES[0], "{text}");
+    assert!(
+        text["content"].as_str().is_some_and(|c| !c.is_empty()),
+        "{text}"
+    );
+    assert_eq!(result(0)["isError"], false, "{}", result(0));
+    let code = |n: usize| result(n)["structuredContent"]["error_code"].clone();
+    // missing, denied, protected, unknown server, not a URI
+    assert_eq!(code(3), "E002", "{}", result(3));
+    assert_eq!(result(3)["structuredContent"]["uri"], CASES[3]);
+    assert_eq!(code(4), "E004", "{}", result(4));
+    assert_eq!(result(4)["isError"], true, "{}", result(4));
+    assert_eq!(code(7), "E001", "{}", result(7));
+    let range = &result(8)["structuredContent"];
+    assert_eq!(range["content"].as_str().map(str::len), Some(3), "{range}");
+    for refused in 12..15 {
+        assert_eq!(code(refused), "E001", "{}", result(refused));
+    }
+}
+
+// traces: REQ-071-016, REQ-071-017, REQ-071-022, TR-9, AU-1 — a 2026-07-28 `read_mcp_resource`
+// call the direct path answers is what rmcp answers (the same result, error results with
+// their E-codes, the same statuses), and recorded alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_tool_read_is_answered_as_rmcp_answers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _upstreams) = alices_gateway(dir.path()).await;
+    let answers =
+        tool_answered_as_rmcp_answers_it(dir.path(), gw.addr, None, answered_directly).await;
+    tool_answers_say_what_they_should(&answers);
+    assert_eq!(
+        answers[0]["result"]["resultType"], "complete",
+        "{}",
+        answers[0]
+    );
+}
+
+// traces: REQ-071-016, REQ-071-017, REQ-071-022, TR-9, AU-1 — the same on a 2025-11-25 session:
+// the era's result (no `resultType`), as one JSON body, recorded alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_tool_read_is_answered_as_rmcp_answers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _upstreams) = alices_gateway(dir.path()).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let answers =
+        tool_answered_as_rmcp_answers_it(dir.path(), gw.addr, Some(&sid), answered_on_sessions)
+            .await;
+    tool_answers_say_what_they_should(&answers);
+    assert!(
+        answers[0]["result"].get("resultType").is_none(),
+        "{}",
+        answers[0]
+    );
 }
 
 // traces: TR-1 — a session whose requests are all reads answered outside rmcp does not idle

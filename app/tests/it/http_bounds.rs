@@ -373,7 +373,8 @@ async fn first_event_id(addr: SocketAddr, host: &str, headers: &[&str], body: &s
 // traces: TR-4, TR-5 — `Last-Event-ID` resumes only the stream it came from: a client that hung
 // up on a slow read gets its answer by resuming in its session; the same event id in another
 // session of the same agent replays nothing of it, and with another agent's key the first
-// session is 404.
+// session is 404. (The read's `Accept` has a weight, so rmcp answers it as an event stream: a
+// read the direct path answers is one JSON body, with no stream to resume.)
 #[tokio::test(flavor = "multi_thread")]
 async fn last_event_id_resumes_only_its_own_stream() {
     let notes = slow_fixture().await;
@@ -396,7 +397,14 @@ async fn last_event_id_resumes_only_its_own_stream() {
     let first = open().await;
     let second = open().await;
     let version = "MCP-Protocol-Version: 2025-11-25";
-    let id = first_event_id(gw.addr, &host, &[&alice, &first, version], &slow_read(5)).await;
+    let streamed = "Accept: text/event-stream;q=1";
+    let id = first_event_id(
+        gw.addr,
+        &host,
+        &[&alice, &first, version, streamed],
+        &slow_read(5),
+    )
+    .await;
     let last = format!("Last-Event-ID: {id}");
     let (status, other) = get_stream(gw.addr, &host, &[&alice, &second, version, &last]).await;
     assert!(

@@ -6,7 +6,7 @@ use quarry_domain::Principal;
 use quarry_ports::RequestMeta;
 use rmcp::{
     ErrorData, RoleServer,
-    model::{ReadResourceResponse, RequestMetaObject},
+    model::{CallToolResponse, RequestMetaObject, ServerResult},
     service::RequestContext,
 };
 use serde_json::Value;
@@ -21,6 +21,15 @@ pub(crate) struct Caller {
     pub(crate) address: Option<std::net::SocketAddr>,
     /// What its token was granted (None: every tool).
     pub(crate) scopes: crate::http::Granted,
+}
+
+/// A read `http::direct` answers without rmcp.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum DirectRead {
+    /// `resources/read` of this URI.
+    Resource(String),
+    /// `tools/call` of `read_mcp_resource` with these arguments.
+    Tool(Option<rmcp::model::JsonObject>),
 }
 
 /// The `_meta` key under which a host may pass the id of its own operation.
@@ -81,18 +90,20 @@ impl GatewayServer {
         self.scoped_as(caller, meta).await
     }
 
-    /// `resources/read` for `caller`, answered without rmcp's request context: a 2026-07-28
-    /// request that `http::direct` takes (see there). `id` is the request's JSON-RPC id and
+    /// `read` for `caller`, answered without rmcp's request context: a request that
+    /// `http::direct` takes (see there). `id` is the request's JSON-RPC id and
     /// `host_request_id` what its `_meta` gave, as `request_meta` would take them;
-    /// `answer_within` what the transport's time bound leaves, as `scoped` takes it.
+    /// `answer_within` what the transport's time bound leaves, as `scoped` takes it. The
+    /// result is what the handler gives rmcp for the same request, before rmcp shapes it for
+    /// the request's era.
     pub(crate) async fn read_for(
         &self,
         caller: Caller,
         id: &rmcp::model::RequestId,
         host_request_id: Option<String>,
         answer_within: Option<std::time::Duration>,
-        uri: String,
-    ) -> Result<ReadResourceResponse, ErrorData> {
+        read: DirectRead,
+    ) -> Result<ServerResult, ErrorData> {
         let meta = RequestMeta {
             mcp_request_id: Some(id.to_string()),
             host_request_id,
@@ -100,7 +111,12 @@ impl GatewayServer {
             answer_within,
         };
         let me = self.scoped_as(Some(caller), meta).await;
-        me.native_read_as(uri).await
+        match read {
+            DirectRead::Resource(uri) => me.native_read_as(uri).await.map(ServerResult::from),
+            DirectRead::Tool(arguments) => Ok(ServerResult::from(CallToolResponse::from(
+                me.read_tool(arguments).await,
+            ))),
+        }
     }
 
     /// This server for `caller` (None: the transport names no one, as over stdio).

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::GatewayServer;
 use crate::{
     args,
-    catalogue::{CONFIGURE_AUTH_TOOL, REFRESH_AUTH_TOOL, TEST_AUTH_TOOL},
+    catalogue::{CONFIGURE_AUTH_TOOL, READ_TOOL, REFRESH_AUTH_TOOL, TEST_AUTH_TOOL},
 };
 
 impl GatewayServer {
@@ -26,10 +26,18 @@ impl GatewayServer {
         serde_json::to_value(result).map_err(|_| Error::internal())
     }
 
-    pub(super) async fn call_read(
+    /// `read_mcp_resource`'s result for `arguments`, whichever path the call came by (rmcp's,
+    /// or `http::direct`'s).
+    pub(super) async fn read_tool(
         &self,
         arguments: Option<rmcp::model::JsonObject>,
-    ) -> Result<Value, Error> {
+    ) -> rmcp::model::CallToolResult {
+        let uri = args::requested_uri(arguments.as_ref());
+        let outcome = self.call_read(arguments).await.map_err(|e| (e, uri));
+        super::tool_result(READ_TOOL, outcome)
+    }
+
+    async fn call_read(&self, arguments: Option<rmcp::model::JsonObject>) -> Result<Value, Error> {
         let request = args::read(
             arguments,
             self.options.inline_limit,

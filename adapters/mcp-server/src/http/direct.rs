@@ -1,25 +1,31 @@
-//! A `resources/read` answered here, without rmcp's per-request machinery.
+//! A read answered here, without rmcp's per-request machinery: a `resources/read`, or a
+//! `tools/call` of `read_mcp_resource`.
 //!
 //! rmcp serves each stateless request by building a service for it, spawning its loop and the
 //! handler's task, and passing the request and its answer through channels between them; a
 //! request on a 2025-11-25 session goes through the session's worker and the service's loop by
 //! channels too, and its answer comes back as an event stream of its own. Either is about as
 //! much work as the read itself when it comes from the cache. The most frequent request a
-//! gateway gets, a read, is answered here instead, by the same handler code
-//! (`GatewayServer::read_for`: the same policy, audit record, cache and error mapping), written
-//! as rmcp writes the era's answer: one JSON body (which a client that accepts both must take
-//! for a request, in either era); for 2026-07-28 the result's cache hints filled in, a missing
-//! resource as `INVALID_PARAMS` and the HTTP status rmcp gives each error; for a session the
-//! result without `resultType`, a missing resource as `RESOURCE_NOT_FOUND`, status 200.
+//! gateway gets, a read (natively or through the tool), is answered here instead, by the same
+//! handler code (`GatewayServer::read_for`: the same argument parsing, policy, audit record,
+//! cache and error mapping), written as rmcp writes the era's answer: one JSON body (which a
+//! client that accepts both must take for a request, in either era); for 2026-07-28 the
+//! result's cache hints filled in, a missing resource as `INVALID_PARAMS` and the HTTP status
+//! rmcp gives each error; for a session the result without `resultType` (and a tool's
+//! structured content only when it is an object), a missing resource as `RESOURCE_NOT_FOUND`,
+//! status 200.
 //!
 //! Only a request rmcp would take as it stands is answered here, with plain `Accept` and
 //! `Content-Type` and no `Origin`:
-//! - stateless: one `resources/read` naming 2026-07-28 in its header and its `_meta` (with every
-//!   key that era requires), and SEP-2243's `Mcp-Method` and `Mcp-Name` given once each and
-//!   equal to the body's;
-//! - on a session: one `resources/read` on a session the guard marked [`HeldHere`] (its
-//!   caller's, held by this process, seen by rmcp lately), naming 2025-11-25 in its header, with
-//!   no version in its `_meta` and no SEP-2243 headers.
+//! - stateless: one `resources/read` or `read_mcp_resource` call naming 2026-07-28 in its header
+//!   and its `_meta` (with every key that era requires), and SEP-2243's `Mcp-Method` and
+//!   `Mcp-Name` given once each and equal to the body's (the catalogue's tools have no
+//!   `Mcp-Param-*` headers to check);
+//! - on a session: one such request on a session the guard marked [`HeldHere`] (its caller's,
+//!   held by this process, seen by rmcp lately), naming 2025-11-25 in its header, with no
+//!   version in its `_meta` and no SEP-2243 headers;
+//! - a tool call without the multi-round-trip fields (`inputResponses`, `requestState`), which
+//!   are rmcp's to judge.
 //!
 //! Anything else goes on to rmcp unchanged, which answers or refuses it as always; so no refusal
 //! is written here. A session's read cut at the time bound gets what rmcp's event stream,
@@ -42,11 +48,14 @@ use axum::{
 };
 use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, GetMeta, ProtocolVersion, RequestId,
-    ServerJsonRpcMessage, ServerResult,
+    ServerJsonRpcMessage,
 };
 
 use super::{Claim, HeldHere, Hold, SESSION_ID};
-use crate::handler::{Caller, GatewayServer, host_request_id};
+use crate::{
+    catalogue::READ_TOOL,
+    handler::{Caller, DirectRead, GatewayServer, host_request_id},
+};
 
 /// The path rmcp serves MCP on (`serve_http` nests it there).
 const MCP_PATH: &str = "/mcp";
@@ -63,10 +72,10 @@ pub(super) enum Era {
 }
 
 /// A read this module answers.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub(super) struct Read {
     pub(super) id: RequestId,
-    pub(super) uri: String,
+    pub(super) read: DirectRead,
     pub(super) host_request_id: Option<String>,
 }
 
@@ -112,8 +121,13 @@ fn era_of(headers: &HeaderMap, held_here: bool) -> Option<Era> {
     }
     let version = single(headers, "mcp-protocol-version");
     if !headers.contains_key(SESSION_ID) {
-        let fits = single(headers, "mcp-method") == Some("resources/read")
-            && version == Some(ProtocolVersion::V_2026_07_28.as_str());
+        // Another tool's call is not read twice: its name is in the header.
+        let read = match single(headers, "mcp-method") {
+            Some("resources/read") => true,
+            Some("tools/call") => single(headers, "mcp-name") == Some(READ_TOOL),
+            _ => false,
+        };
+        let fits = read && version == Some(ProtocolVersion::V_2026_07_28.as_str());
         return fits.then_some(Era::Stateless);
     }
     let fits = held_here
@@ -130,8 +144,19 @@ pub(super) fn read_asked(era: Era, headers: &HeaderMap, body: &[u8]) -> Option<R
     let ClientJsonRpcMessage::Request(request) = serde_json::from_slice(body).ok()? else {
         return None;
     };
-    let ClientRequest::ReadResourceRequest(read) = &request.request else {
-        return None;
+    let (read, name) = match &request.request {
+        ClientRequest::ReadResourceRequest(read) => (
+            DirectRead::Resource(read.params.uri.clone()),
+            read.params.uri.as_str(),
+        ),
+        ClientRequest::CallToolRequest(call)
+            if call.params.name == READ_TOOL
+                && call.params.input_responses.is_none()
+                && call.params.request_state.is_none() =>
+        {
+            (DirectRead::Tool(call.params.arguments.clone()), READ_TOOL)
+        }
+        _ => return None,
     };
     let meta = request.request.get_meta();
     match era {
@@ -142,8 +167,9 @@ pub(super) fn read_asked(era: Era, headers: &HeaderMap, body: &[u8]) -> Option<R
                 return None;
             }
             // A plain name only: an encoded one (`=?base64?…?=`) is rmcp's to decode.
-            let name = single(headers, "mcp-name")?;
-            if name != read.params.uri || name.starts_with("=?") {
+            let named = single(headers, "mcp-name")?;
+            let method = single(headers, "mcp-method")?;
+            if named != name || named.starts_with("=?") || method != request.request.method() {
                 return None;
             }
         }
@@ -152,7 +178,7 @@ pub(super) fn read_asked(era: Era, headers: &HeaderMap, body: &[u8]) -> Option<R
         Era::Session => {}
     }
     Some(Read {
-        uri: read.params.uri.clone(),
+        read,
         host_request_id: host_request_id(meta),
         id: request.id,
     })
@@ -181,18 +207,20 @@ async fn answer(
 ) -> Response {
     let Read {
         id,
-        uri,
+        read,
         host_request_id,
     } = read;
     let answered = server
-        .read_for(caller, &id, host_request_id, answer_within, uri)
+        .read_for(caller, &id, host_request_id, answer_within, read)
         .await;
     let (message, status) = match answered {
-        Ok(response) => {
-            let mut result = ServerResult::from(response);
+        Ok(mut result) => {
             match era {
                 Era::Stateless => result.fill_missing_cache_hints(),
-                Era::Session => result.strip_result_type_for_legacy_peer(),
+                Era::Session => {
+                    result.strip_result_type_for_legacy_peer();
+                    result.strip_non_object_output_for_legacy_peer();
+                }
             }
             (ServerJsonRpcMessage::response(result, id), StatusCode::OK)
         }
@@ -302,12 +330,13 @@ pub(super) async fn reads(
     };
     match read_asked(era, &parts.headers, &bytes) {
         Some(read) => {
+            let tool = matches!(read.read, DirectRead::Tool(_));
             match era {
                 Era::Stateless => {
-                    tracing::trace!(id = %read.id, "a 2026-07-28 read answered outside rmcp");
+                    tracing::trace!(id = %read.id, tool, "a 2026-07-28 read answered outside rmcp");
                 }
                 Era::Session => {
-                    tracing::trace!(id = %read.id, "a session's read answered outside rmcp");
+                    tracing::trace!(id = %read.id, tool, "a session's read answered outside rmcp");
                 }
             }
             // Kept to the read's end, as rmcp's handler keeps it (`GatewayServer::scoped`).

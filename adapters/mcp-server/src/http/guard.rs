@@ -21,8 +21,9 @@ use crate::handler::Caller;
 #[derive(Debug, Clone)]
 pub(super) struct Initialize(pub(super) serde_json::Value);
 
-/// In a request's extensions: its body is one `resources/read` request (as `message.rs` reads
-/// it), so that the session guard looks for [`HeldHere`] only where `http::direct` could use it.
+/// In a request's extensions: its body is one `resources/read` request, or one `tools/call` of
+/// `read_mcp_resource` (as `message.rs` reads it), so that the session guard looks for
+/// [`HeldHere`] only where `http::direct` could use it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct OneRead;
 

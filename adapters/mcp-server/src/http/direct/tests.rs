@@ -1,5 +1,5 @@
-//! `era_of` and `read_asked` take exactly what rmcp would take as it stands, in either era, and
-//! the statuses are rmcp's.
+//! `era_of` and `read_asked` take exactly what rmcp would take as it stands, in either era (a
+//! `resources/read` or a `read_mcp_resource` call, nothing else), and the statuses are rmcp's.
 
 #![allow(clippy::unwrap_used)]
 
@@ -102,7 +102,7 @@ fn a_plain_2026_read_is_taken_with_its_id_and_host_request_id() {
         asked(&with(&[]), &read_body(meta())),
         Some(Read {
             id: RequestId::Number(7),
-            uri: URI.into(),
+            read: DirectRead::Resource(URI.into()),
             host_request_id: None,
         })
     );
@@ -208,7 +208,7 @@ fn a_plain_read_on_a_session_held_here_is_taken() {
         asked_on_session(true, &on_session(&[]), &plain),
         Some(Read {
             id: RequestId::Number(9),
-            uri: URI.into(),
+            read: DirectRead::Resource(URI.into()),
             host_request_id: Some("op-9".into()),
         })
     );
@@ -255,6 +255,108 @@ fn a_session_read_rmcp_would_judge_otherwise_is_left_to_rmcp() {
         b"{not json".to_vec(),
     ];
     for case in body_cases {
+        assert_eq!(
+            asked_on_session(true, &on_session(&[]), &case),
+            None,
+            "{}",
+            String::from_utf8_lossy(&case)
+        );
+    }
+}
+
+/// A `tools/call` of `tool` with `arguments` (and more `params`, merged in).
+fn call_body(tool: &str, arguments: &Value, more: &Value) -> Vec<u8> {
+    let mut params = json!({"name": tool, "arguments": arguments});
+    for (key, value) in more.as_object().unwrap() {
+        params[key] = value.clone();
+    }
+    body(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": params}))
+}
+
+/// The headers of a stateless `read_mcp_resource` call the direct path takes.
+fn with_tool(change: &[(&str, &str)]) -> HeaderMap {
+    let mut change = change.to_vec();
+    change.splice(
+        0..0,
+        [
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "read_mcp_resource"),
+        ],
+    );
+    with(&change)
+}
+
+#[test]
+fn a_read_mcp_resource_call_is_taken_in_either_era_with_its_arguments() {
+    let arguments = json!({"resource_uri": URI, "offset": 2});
+    let expected = |id| Read {
+        id: RequestId::Number(id),
+        read: DirectRead::Tool(arguments.as_object().cloned()),
+        host_request_id: None,
+    };
+    let stateless = call_body("read_mcp_resource", &arguments, &json!({"_meta": meta()}));
+    assert_eq!(asked(&with_tool(&[]), &stateless), Some(expected(8)));
+    let on_a_session = call_body("read_mcp_resource", &arguments, &json!({}));
+    assert_eq!(
+        asked_on_session(true, &on_session(&[]), &on_a_session),
+        Some(expected(8))
+    );
+    // No arguments at all is the tool's to refuse, as rmcp's path does.
+    let bare = body(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "read_mcp_resource"}}));
+    assert_eq!(
+        asked_on_session(true, &on_session(&[]), &bare).map(|r| r.read),
+        Some(DirectRead::Tool(None))
+    );
+}
+
+#[test]
+fn any_other_tool_call_or_a_mismatched_one_is_left_to_rmcp() {
+    let arguments = json!({"resource_uri": URI});
+    let stateless = call_body("read_mcp_resource", &arguments, &json!({"_meta": meta()}));
+    let header_cases: [&[(&str, &str)]; 5] = [
+        // Another tool named in the header is not even parsed.
+        &[("mcp-name", "list_mcp_resources")],
+        &[("mcp-name", "")],
+        &[("mcp-name", "=?base64?cmVhZF9tY3BfcmVzb3VyY2U=?=")],
+        // The header says one method and the body is another.
+        &[("mcp-method", "resources/read")],
+        &[("mcp-protocol-version", "2025-11-25")],
+    ];
+    for change in header_cases {
+        assert_eq!(asked(&with_tool(change), &stateless), None, "{change:?}");
+    }
+    let body_cases = [
+        call_body("list_mcp_resources", &json!({}), &json!({"_meta": meta()})),
+        call_body("read_mcp_resource", &arguments, &json!({})),
+        call_body(
+            "read_mcp_resource",
+            &arguments,
+            &json!({"_meta": meta(), "requestState": "s"}),
+        ),
+        call_body(
+            "read_mcp_resource",
+            &arguments,
+            &json!({"_meta": meta(), "inputResponses": {}}),
+        ),
+    ];
+    for case in &body_cases {
+        assert_eq!(
+            asked(&with_tool(&[]), case),
+            None,
+            "{}",
+            String::from_utf8_lossy(case)
+        );
+    }
+    // On a session: another tool, and the multi-round-trip fields.
+    for case in [
+        call_body("list_mcp_resources", &json!({}), &json!({})),
+        call_body(
+            "read_mcp_resource",
+            &arguments,
+            &json!({"requestState": "s"}),
+        ),
+    ] {
         assert_eq!(
             asked_on_session(true, &on_session(&[]), &case),
             None,
