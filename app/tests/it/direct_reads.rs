@@ -100,6 +100,15 @@ async fn alices_gateway(dir: &std::path::Path) -> (Served, [HttpFixture; 2]) {
     (gw, [notes, wiki])
 }
 
+/// Alice's gateway (see [`alices_gateway`]) with a 2025-11-25 session open: the session's
+/// header line too.
+async fn alices_session(dir: &std::path::Path) -> (Served, [HttpFixture; 2], String) {
+    let (gw, upstreams) = alices_gateway(dir).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    (gw, upstreams, sid)
+}
+
 /// The entries of the trail's read records, once there are `at_least` of them (a read that
 /// outlived its answer is recorded when it ends), or all there are after ten seconds.
 pub(crate) async fn read_records(dir: &std::path::Path, at_least: usize) -> Vec<Value> {
@@ -297,9 +306,7 @@ async fn a_direct_read_is_audited_like_any_other() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_read_is_answered_as_rmcp_answers_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (gw, _upstreams) = alices_gateway(dir.path()).await;
-    let host = format!("127.0.0.1:{}", gw.addr.port());
-    let sid = session(gw.addr, &host).await;
+    let (gw, _upstreams, sid) = alices_session(dir.path()).await;
     let cases = CASES;
     for (n, uri) in (1..).zip(cases) {
         let (rmcp_status, by_rmcp) = read_on_session(gw.addr, &sid, uri, n, None, true).await;
@@ -492,9 +499,7 @@ async fn a_stateless_tool_read_is_answered_as_rmcp_answers_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_tool_read_is_answered_as_rmcp_answers_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (gw, _upstreams) = alices_gateway(dir.path()).await;
-    let host = format!("127.0.0.1:{}", gw.addr.port());
-    let sid = session(gw.addr, &host).await;
+    let (gw, _upstreams, sid) = alices_session(dir.path()).await;
     let answers =
         tool_answered_as_rmcp_answers_it(dir.path(), gw.addr, Some(&sid), answered_on_sessions)
             .await;
