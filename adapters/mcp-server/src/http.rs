@@ -46,7 +46,7 @@ pub(crate) use auth::Granted;
 pub use auth::ResourceServerOptions;
 pub(crate) use bounds::{Claim, Hold};
 
-use guard::{HeldHere, Initialize, OneRead, sessions};
+use guard::{HeldHere, Initialize, NotInRmcp, OneRead, sessions};
 use sessions::Sessions;
 pub(crate) use sessions::Shared;
 use tls::{Peer, TlsListener};
@@ -178,6 +178,34 @@ impl Guard {
             .strip_prefix(self.scheme)
             .and_then(|rest| rest.strip_prefix("://"))
             .is_some_and(|h| !host.is_empty() && h.eq_ignore_ascii_case(host))
+    }
+}
+
+impl Guard {
+    /// Forgets what this replica keeps of sessions unused for their idle time, every so often
+    /// until `stop`: those opened outside rmcp, and the owners it remembers (the store has
+    /// them, for a session that is used again).
+    fn keep_forgetting(self: &Arc<Self>, stop: CancellationToken) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let idle = me.shared.idle();
+            let mut every = tokio::time::interval(me.shared.touch_every());
+            loop {
+                tokio::select! {
+                    _ = every.tick() => {}
+                    () = stop.cancelled() => return,
+                }
+                let opened = me.sessions.expire_opened_here(idle);
+                let mut owners = me.owners.lock().unwrap_or_else(|e| e.into_inner());
+                let before = owners.len();
+                owners.retain(|_, (_, touched)| touched.elapsed() < idle);
+                let known = before - owners.len();
+                drop(owners);
+                if opened + known > 0 {
+                    tracing::debug!(opened, known, "idle sessions forgotten here");
+                }
+            }
+        });
     }
 }
 
@@ -358,9 +386,13 @@ pub async fn serve_http(
         per_agent: http.max_requests_per_agent,
         admission: Arc::new(tokio::sync::Semaphore::new(http.max_requests_in_flight)),
     });
+    guard_state.keep_forgetting(stop.clone());
     let handler =
         GatewayServer::for_agents(default_gateway, agents, options).with_sessions(shared.clone());
-    let direct_reads = Arc::new(handler.clone());
+    let direct_reads = Arc::new(direct::Direct {
+        server: Arc::new(handler.clone()),
+        sessions: manager.clone(),
+    });
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(http.allowed_hosts)
         .with_allowed_origins(http.allowed_origins)
@@ -372,7 +404,7 @@ pub async fn serve_http(
         .with_json_response(true)
         .with_cancellation_token(ended.clone());
     config.sse_keep_alive = Some(Duration::from_secs(15));
-    config.session_store = Some(shared.for_rmcp());
+    config.session_store = Some(shared.for_rmcp(manager.clone()));
     let service: StreamableHttpService<GatewayServer, Sessions> =
         StreamableHttpService::new(move || Ok(handler.for_session()), manager, config);
     let router = Router::new()

@@ -11,12 +11,12 @@ use std::{net::SocketAddr, time::Duration};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-use quarry_testkit::fixture::HttpFixture;
+use quarry_testkit::{fixture::HttpFixture, scrape};
 
 use crate::{
     audit::export,
     eras::{MODERN, message, meta},
-    http::{Served, post, served_env},
+    http::{INITIALIZE, Served, post, served_env, session_of},
     http_bounds::{session, slow_notes, within_a_second},
     policy::config,
     support::{http_fixture, http_server},
@@ -24,6 +24,12 @@ use crate::{
 
 /// Quarry's log at trace level for the direct path only.
 const TRACED: (&str, &str) = ("QUARRY_LOG", "info,quarry_mcp_server::http::direct=trace");
+
+/// Quarry's log at trace level for the direct path, and what it says of sessions handed to rmcp.
+const SESSIONS_TRACED: (&str, &str) = (
+    "QUARRY_LOG",
+    "info,quarry_mcp_server::http::direct=trace,quarry_mcp_server::http::sessions=debug",
+);
 
 /// The body of a 2026-07-28 read of `uri` with id `id`.
 fn read_body(uri: &str, id: u32, meta: Value) -> String {
@@ -307,19 +313,32 @@ async fn a_direct_read_is_audited_like_any_other() {
 async fn a_session_read_is_answered_as_rmcp_answers_it() {
     let dir = tempfile::tempdir().unwrap();
     let (gw, _upstreams, sid) = alices_session(dir.path()).await;
+    // A session rmcp never serves (opened outside it, and only read on) answers alike.
+    let unseen = session(gw.addr, &format!("127.0.0.1:{}", gw.addr.port())).await;
     let cases = CASES;
     for (n, uri) in (1..).zip(cases) {
         let (rmcp_status, by_rmcp) = read_on_session(gw.addr, &sid, uri, n, None, true).await;
         let before = answered_on_sessions(dir.path());
         let (status, direct) = read_on_session(gw.addr, &sid, uri, n, None, false).await;
+        let (unseen_status, unseen) = read_on_session(gw.addr, &unseen, uri, n, None, false).await;
         assert_eq!(
             answered_on_sessions(dir.path()),
-            before + 1,
+            before + 2,
             "{uri}: the direct path answered"
         );
         assert_eq!(status, rmcp_status, "{uri}: {direct} against {by_rmcp}");
         assert_eq!(direct, by_rmcp, "{uri}");
+        assert_eq!(
+            unseen_status, rmcp_status,
+            "{uri}: {unseen} against {by_rmcp}"
+        );
+        assert_eq!(unseen, by_rmcp, "{uri}");
     }
+    assert_eq!(
+        logged(dir.path(), "taking over a session"),
+        0,
+        "only sessions opened here"
+    );
     let text = read_on_session(gw.addr, &sid, cases[0], 20, None, false)
         .await
         .1;
@@ -511,39 +530,57 @@ async fn a_session_tool_read_is_answered_as_rmcp_answers_it() {
     );
 }
 
-// traces: TR-1 — a session whose requests are all reads answered outside rmcp does not idle
-// out while it is used: rmcp's idle timer (http.session_idle_seconds, 10 here) counts only what
-// passes through its session worker, so now and then a read goes through it. After 13 s of
-// reads, rmcp's worker for the session is the one it started with, and another request on the
-// session is answered.
+// traces: TR-4 — a 2025-11-25 session that only reads stays open while it is used, and ends
+// once unused for http.session_idle_seconds (10 here), however it was opened:
+// - one rmcp served first (its `initialize` sent with a weighted `Accept`, which the direct path
+//   leaves to rmcp): rmcp's idle timer counts only what passes through its session worker, so
+//   now and then a read goes through it; after 13 s of reads, rmcp's worker for it is the one it
+//   started with;
+// - one opened outside rmcp: every read is answered outside rmcp, which never holds it;
+// - one opened outside rmcp and left unused: 404 after its idle time, and it no longer counts
+//   against http.max_sessions (3 here: a fourth is refused while it lives).
+// Then another kind of request on either open session is answered, by rmcp.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_that_only_reads_stays_open_while_it_reads() {
     let notes = http_fixture("notes", 1).await;
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
-        "{}[http]\nsession_idle_seconds = 10\n",
+        "{}[http]\nsession_idle_seconds = 10\nmax_sessions = 3\n",
         http_server("notes", &notes.url)
     );
-    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[TRACED]).await;
+    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[SESSIONS_TRACED]).await;
     let host = format!("127.0.0.1:{}", gw.addr.port());
-    let sid = session(gw.addr, &host).await;
+    let by_rmcp = session_via_rmcp(gw.addr, &host).await;
+    let opened_here = session(gw.addr, &host).await;
+    let unused = session(gw.addr, &host).await;
+    assert_eq!(logged(dir.path(), "a session was opened outside rmcp"), 2);
+    let (status, _, body) = post(gw.addr, &host, &[], INITIALIZE).await;
+    assert_eq!(status, 503, "a fourth session past the cap: {body}");
     let uri = "mcp://notes/fixture_3A//item/1";
     let started = std::time::Instant::now();
     let mut sent = 0_usize;
     while started.elapsed() < Duration::from_secs(13) {
-        sent += 1;
-        let (status, answer) = read_on_session_any(gw.addr, &sid, uri, sent).await;
-        assert_eq!(status, 200, "read {sent}: {answer}");
-        assert!(
-            answer["result"]["contents"][0]["text"].is_string(),
-            "{answer}"
-        );
+        for sid in [&by_rmcp, &opened_here] {
+            sent += 1;
+            let (status, answer) = read_on_session_any(gw.addr, sid, uri, sent).await;
+            assert_eq!(status, 200, "read {sent}: {answer}");
+            assert!(
+                answer["result"]["contents"][0]["text"].is_string(),
+                "{answer}"
+            );
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    // Half the reads were on each session; those on the one opened here were all answered
+    // outside rmcp (rmcp was never handed it), some of the others went through rmcp.
     let direct = answered_on_sessions(dir.path());
     assert!(
-        direct > 0 && direct < sent,
+        direct > sent / 2 && direct < sent,
         "{direct} of {sent} reads answered outside rmcp"
+    );
+    assert_eq!(
+        logged(dir.path(), "a session opened outside rmcp is handed to it"),
+        0
     );
     // Had rmcp's worker ended, the session would have been taken over from its record (as a
     // replica takes over another's), its listen stream cut.
@@ -552,11 +589,125 @@ async fn a_session_that_only_reads_stays_open_while_it_reads() {
         0,
         "the session idled out in rmcp while it read"
     );
+    let unused_header = [unused.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let read = json!({"jsonrpc": "2.0", "id": 998, "method": "resources/read",
+        "params": {"uri": uri}})
+    .to_string();
+    let (status, _, body) = post(gw.addr, &host, &unused_header, &read).await;
+    assert_eq!(status, 404, "the unused session idled out: {body}");
+    let (status, _, body) = post(gw.addr, &host, &[], INITIALIZE).await;
+    assert_eq!(status, 200, "room again once it idled out: {body}");
     let list = r#"{"jsonrpc":"2.0","id":999,"method":"resources/list","params":{}}"#;
-    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    for sid in [&by_rmcp, &opened_here] {
+        let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+        let (status, _, body) = post(gw.addr, &host, &headers, list).await;
+        assert_eq!(status, 200, "the session idled out while it read: {body}");
+        assert!(message(&body)["result"]["resources"].is_array(), "{body}");
+    }
+    assert_eq!(
+        logged(dir.path(), "a session opened outside rmcp is handed to it"),
+        1
+    );
+    assert_eq!(logged(dir.path(), "taking over a session"), 0);
+}
+
+/// A 2025-11-25 session opened by rmcp (its `initialize` sent with a weighted `Accept`, which
+/// the direct path leaves to rmcp) and initialized: its header line.
+async fn session_via_rmcp(addr: SocketAddr, host: &str) -> String {
+    let weighted = ["Accept: text/event-stream;q=1"];
+    let (status, head, body) = post(addr, host, &weighted, INITIALIZE).await;
+    assert_eq!(status, 200, "{head}{body}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/event-stream"),
+        "rmcp answered: {head}"
+    );
+    let header = format!("Mcp-Session-Id: {}", session_of(&head).unwrap());
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(post(addr, host, &[&header], initialized).await.0, 202);
+    header
+}
+
+// traces: TR-4 — a 2025-11-25 session opened outside rmcp (`http/direct.rs`) is opened as rmcp
+// opens one: the same `initialize` result, as one JSON body, and a session id of 64 hex
+// digits; rmcp's way is still taken when asked for (a weighted `Accept`). Its
+// `notifications/initialized` is acknowledged with rmcp's 202 and its reads are answered outside
+// rmcp; its first other request hands it to rmcp, which answers it, from what this process
+// keeps of it (no takeover from the store); a DELETE ends one rmcp never held, 404 afterwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_opened_outside_rmcp_is_opened_as_rmcp_opens_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = http_fixture("notes", 1).await;
+    let config = http_server("notes", &notes.url);
+    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[SESSIONS_TRACED]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let (status, head, body) = post(gw.addr, &host, &[], INITIALIZE).await;
+    assert_eq!(status, 200, "{head}{body}");
+    let direct = answered("initialize", "application/json", &head, &body);
+    assert_eq!(logged(dir.path(), "a session was opened outside rmcp"), 1);
+    let sid = session_of(&head).unwrap();
+    assert_eq!(sid.len(), 64, "{sid}");
+    assert!(sid.bytes().all(|b| b.is_ascii_hexdigit()), "{sid}");
+    let weighted = ["Accept: text/event-stream;q=1"];
+    let (status, head, body) = post(gw.addr, &host, &weighted, INITIALIZE).await;
+    assert_eq!(status, 200, "{head}{body}");
+    let by_rmcp = answered("initialize", "text/event-stream", &head, &body);
+    assert_eq!(logged(dir.path(), "a session was opened outside rmcp"), 1);
+    assert_ne!(session_of(&head).unwrap(), sid);
+    assert_eq!(direct, by_rmcp);
+    assert_eq!(
+        direct["result"]["protocolVersion"], "2025-11-25",
+        "{direct}"
+    );
+    assert_eq!(direct["result"]["serverInfo"]["name"], "quarry", "{direct}");
+
+    let header = format!("Mcp-Session-Id: {sid}");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let (status, _, body) = post(gw.addr, &host, &[&header], initialized).await;
+    assert_eq!(status, 202, "{body}");
+    let uri = "mcp://notes/fixture_3A//item/1";
+    let (status, answer) = read_on_session(gw.addr, &header, uri, 2, None, false).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answered_on_sessions(dir.path()), 1);
+    let handed = "a session opened outside rmcp is handed to it";
+    assert_eq!(logged(dir.path(), handed), 0);
+    let list = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#;
+    let headers = [header.as_str(), "MCP-Protocol-Version: 2025-11-25"];
     let (status, _, body) = post(gw.addr, &host, &headers, list).await;
-    assert_eq!(status, 200, "the session idled out while it read: {body}");
-    assert!(message(&body)["result"]["resources"].is_array(), "{body}");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        message(&body)["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{body}"
+    );
+    assert_eq!(logged(dir.path(), handed), 1);
+    assert_eq!(logged(dir.path(), "taking over a session"), 0);
+    // rmcp holds it now, and its reads are still answered outside rmcp.
+    let (status, again) = read_on_session(gw.addr, &header, uri, 4, None, false).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["result"], answer["result"]);
+    assert_eq!(answered_on_sessions(dir.path()), 2);
+
+    let other = session(gw.addr, &host).await;
+    let other_id = other.trim_start_matches("Mcp-Session-Id: ");
+    let delete =
+        format!("DELETE /mcp HTTP/1.1\r\nHost: {host}\r\n{other}\r\nConnection: close\r\n\r\n");
+    let (status, head, _) = scrape::send(gw.addr, &delete).await;
+    assert!(status < 300, "{head}");
+    assert_ne!(other_id, sid);
+    let read = json!({"jsonrpc": "2.0", "id": 5, "method": "resources/read",
+        "params": {"uri": uri}})
+    .to_string();
+    let (status, _, body) = post(
+        gw.addr,
+        &host,
+        &[&other, "MCP-Protocol-Version: 2025-11-25"],
+        &read,
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(logged(dir.path(), handed), 1, "a DELETE needs no handing");
 }
 
 /// A read on a session, answered by whichever path takes it. The status and the answer.

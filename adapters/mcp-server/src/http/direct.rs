@@ -31,6 +31,15 @@
 //! is written here. A session's read cut at the time bound gets what rmcp's event stream,
 //! begun by then, would have ended with: the JSON-RPC error for it, status 200
 //! ([`Hold::cut_as_a_stream_would_be`]).
+//!
+//! A session may be opened here too, so that one that only reads never costs rmcp's per-session
+//! state: a 2025-11-25 `initialize` (no session header, plain headers as above, no SEP-2243
+//! headers, a version header if any equal to the body's, no version in `_meta`) that negotiates
+//! 2025-11-25 is answered with the handler's own negotiation (`negotiate_initialize`, which rmcp
+//! calls too) as one JSON body, and the session is opened in [`Sessions::open_here`]. Its
+//! `notifications/initialized` gets rmcp's 202 here; its reads are answered here; its first other
+//! request goes to rmcp, which takes the session over from its record, replaying the handshake,
+//! as it takes over another replica's.
 
 use std::{
     future::Future,
@@ -47,11 +56,11 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, GetMeta, ProtocolVersion, RequestId,
-    ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode, ErrorData, GetMeta,
+    InitializeRequestParams, ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
 };
 
-use super::{Claim, HeldHere, Hold, SESSION_ID};
+use super::{Claim, HeldHere, Hold, Initialize, NotInRmcp, SESSION_ID, sessions::Sessions};
 use crate::{
     catalogue::READ_TOOL,
     handler::{Caller, DirectRead, GatewayServer, host_request_id},
@@ -108,15 +117,66 @@ fn accepts_both(headers: &HeaderMap) -> bool {
     json && events
 }
 
-/// The era of the read `headers` may be, if this module may answer it: looked at before the
-/// body, so that every other request goes on to rmcp untouched. `held_here`: the guard marked
-/// the request's session [`HeldHere`].
-fn era_of(headers: &HeaderMap, held_here: bool) -> Option<Era> {
+/// Whether `headers` are plain enough for this module: JSON posted, both kinds of answer
+/// accepted (plainly), no `Origin`.
+fn plain(headers: &HeaderMap) -> bool {
     let plain_json = single(headers, header::CONTENT_TYPE.as_str()).is_some_and(|value| {
         let essence = value.split_once(';').map_or(value, |(e, _)| e);
         essence.trim().eq_ignore_ascii_case(JSON)
     });
-    if headers.contains_key(header::ORIGIN) || !accepts_both(headers) || !plain_json {
+    !headers.contains_key(header::ORIGIN) && accepts_both(headers) && plain_json
+}
+
+/// Whether `headers` carry no SEP-2243 header and at most one `MCP-Protocol-Version`, `version`
+/// if any: what rmcp would not judge further on a 2025-11-25 session's message.
+fn legacy_headers(headers: &HeaderMap, version: &str) -> bool {
+    let mut versions = headers.get_all("mcp-protocol-version").iter();
+    let fits = match (versions.next(), versions.next()) {
+        (None, _) => true,
+        (Some(v), None) => v.as_bytes() == version.as_bytes(),
+        (Some(_), Some(_)) => false,
+    };
+    fits && !headers.contains_key("mcp-method") && !headers.contains_key("mcp-name")
+}
+
+/// The `initialize` `headers` and `body` ask for, if this module answers it (see the module's
+/// notes): its id and parameters.
+pub(super) fn initialize_asked(
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Option<(RequestId, InitializeRequestParams)> {
+    if !plain(headers) || headers.contains_key(SESSION_ID) {
+        return None;
+    }
+    let ClientJsonRpcMessage::Request(request) = serde_json::from_slice(body).ok()? else {
+        return None;
+    };
+    if request.request.get_meta().protocol_version().is_some() {
+        return None;
+    }
+    let ClientRequest::InitializeRequest(initialize) = request.request else {
+        return None;
+    };
+    legacy_headers(headers, initialize.params.protocol_version.as_str())
+        .then_some((request.id, initialize.params))
+}
+
+/// Whether `headers` and `body` are a plain `notifications/initialized` on a 2025-11-25 session.
+pub(super) fn initialized_told(headers: &HeaderMap, body: &[u8]) -> bool {
+    plain(headers)
+        && legacy_headers(headers, ProtocolVersion::V_2025_11_25.as_str())
+        && matches!(
+            serde_json::from_slice(body),
+            Ok(ClientJsonRpcMessage::Notification(n))
+                if matches!(n.notification, ClientNotification::InitializedNotification(_))
+        )
+}
+
+/// The era of the read `headers` may be, if this module may answer it: looked at before the
+/// body, so that every other request goes on to rmcp untouched. `held_here`: the guard marked
+/// the request's session [`HeldHere`].
+fn era_of(headers: &HeaderMap, held_here: bool) -> Option<Era> {
+    if !plain(headers) {
         return None;
     }
     let version = single(headers, "mcp-protocol-version");
@@ -295,9 +355,74 @@ impl Drop for RunsToItsEnd {
     }
 }
 
-/// The layer: a read it takes is answered here; everything else goes on to rmcp.
+/// What the layer answers with: the handler, and the transport's sessions.
+#[derive(Debug)]
+pub(super) struct Direct {
+    pub(super) server: Arc<GatewayServer>,
+    pub(super) sessions: Arc<Sessions>,
+}
+
+/// The whole of `request`'s body (the guard has read it whole already, within
+/// `http.max_body_kb`), and the rest of it.
+async fn body_of(
+    request: Request,
+) -> Result<(axum::http::request::Parts, axum::body::Bytes), Response> {
+    let (parts, body) = request.into_parts();
+    match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => Ok((parts, bytes)),
+        Err(_) => Err(super::refuse(
+            StatusCode::BAD_REQUEST,
+            "the request body could not be read",
+        )),
+    }
+}
+
+/// A session opened here: `initialize` answered as rmcp answers it, when it negotiates
+/// 2025-11-25; anything else goes on to rmcp.
+async fn open_session(direct: &Direct, request: Request, next: Next) -> Response {
+    let (parts, bytes) = match body_of(request).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
+    };
+    let asked = initialize_asked(&parts.headers, &bytes).and_then(|(id, params)| {
+        rmcp::ServerHandler::negotiate_initialize(direct.server.as_ref(), &params)
+            .ok()
+            .filter(|info| info.protocol_version == ProtocolVersion::V_2025_11_25)
+            .map(|info| (id, params, info))
+    });
+    let Some((id, params, info)) = asked else {
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    };
+    let message = ServerJsonRpcMessage::response(ServerResult::InitializeResult(info), id);
+    let body = match serde_json::to_vec(&message) {
+        Ok(body) => body,
+        Err(e) => {
+            tracing::error!("an answer could not be written: {e}");
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+    };
+    let session = direct.sessions.open_here(params);
+    tracing::trace!("a session was opened outside rmcp");
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, JSON),
+            (
+                header::HeaderName::from_static(SESSION_ID),
+                session.as_ref(),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The layer: a read it takes is answered here, and so is the opening of a session (and its
+/// `notifications/initialized`) it may hold; everything else goes on to rmcp.
 pub(super) async fn reads(
-    State(server): State<Arc<GatewayServer>>,
+    State(direct): State<Arc<Direct>>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -308,9 +433,27 @@ pub(super) async fn reads(
         return next.run(request).await;
     };
     let held_here = request.extensions().get::<HeldHere>().is_some();
+    if !request.headers().contains_key(SESSION_ID)
+        && request.extensions().get::<Initialize>().is_some()
+    {
+        return open_session(&direct, request, next).await;
+    }
+    if !held_here && request.extensions().get::<NotInRmcp>().is_some() {
+        let (parts, bytes) = match body_of(request).await {
+            Ok(read) => read,
+            Err(refused) => return refused,
+        };
+        if initialized_told(&parts.headers, &bytes) {
+            return StatusCode::ACCEPTED.into_response();
+        }
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    }
     let Some(era) = era_of(request.headers(), held_here) else {
         return next.run(request).await;
     };
+    let server = &direct.server;
     // rmcp refuses a version its handler does not list.
     let versions = rmcp::ServerHandler::supported_protocol_versions(server.as_ref());
     let version = match era {
@@ -320,13 +463,9 @@ pub(super) async fn reads(
     if !versions.contains(&version) {
         return next.run(request).await;
     }
-    let (parts, body) = request.into_parts();
-    // The guard has read the body whole already (within `http.max_body_kb`).
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return super::refuse(
-            StatusCode::BAD_REQUEST,
-            "the request body could not be read",
-        );
+    let (parts, bytes) = match body_of(request).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
     match read_asked(era, &parts.headers, &bytes) {
         Some(read) => {
@@ -347,6 +486,7 @@ pub(super) async fn reads(
                 hold.cut_as_a_stream_would_be();
             }
             let within = held.as_deref().and_then(Hold::answer_within);
+            let server = server.clone();
             RunsToItsEnd::new(async move {
                 let answer = answer(&server, caller, (era, read), within).await;
                 drop(held);

@@ -2,7 +2,8 @@
 //! says, else as the session store does, for a session another process opened), at most
 //! `max_sessions` are open, and a new one is recorded in the session store with its owner.
 //! A read on a session this process holds, which rmcp has seen lately, is marked [`HeldHere`],
-//! so that `http::direct` may answer it without rmcp.
+//! so that `http::direct` may answer it without rmcp; so is one on a session opened outside rmcp
+//! (`http::direct` answered its `initialize`), whose requests are marked [`NotInRmcp`].
 
 use std::sync::{Arc, Mutex};
 
@@ -33,6 +34,13 @@ pub(super) struct OneRead;
 /// answered outside it would expire in use: every `touch_every` one request goes through it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct HeldHere;
+
+/// In a request's extensions: its session was opened outside rmcp (`http::direct` answered its
+/// `initialize`) and rmcp has not served it yet. A read on it is [`HeldHere`] too; its
+/// `notifications/initialized` is acknowledged outside rmcp; anything else hands it to rmcp,
+/// which takes it over from its record as it would another replica's.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NotInRmcp;
 
 /// What the guard found of the session a request names.
 enum Found {
@@ -105,24 +113,38 @@ pub(super) async fn sessions(
         .map(str::to_owned);
     let deleting = request.method() == Method::DELETE;
     match &asked {
-        Some(id) => match owned(&g, id, &caller.principal).await {
-            Err(refused) => return refused,
-            // rmcp's worker may have ended (closed, or a shutdown): then rmcp answers.
-            Ok(Found::SeenLately)
-                if request.extensions().get::<OneRead>().is_some()
-                    && g.sessions
-                        .local
-                        .sessions
-                        .read()
-                        .await
-                        .contains_key(id.as_str()) =>
+        Some(id) => {
+            // Ended as rmcp ends a session it holds once it idles out (before the owner's
+            // check, which would record a use in the store).
+            if g.sessions.idled_out_here(id, g.shared.idle()) {
+                lock(&g.owners).remove(id);
+                return refuse(StatusCode::NOT_FOUND, "no such session");
+            }
+            let found = match owned(&g, id, &caller.principal).await {
+                Err(refused) => return refused,
+                Ok(found) => found,
+            };
+            let read = request.extensions().get::<OneRead>().is_some();
+            if g.sessions.use_opened_here(id) {
+                request.extensions_mut().insert(NotInRmcp);
+                if read {
+                    request.extensions_mut().insert(HeldHere);
+                }
+            } else if matches!(found, Found::SeenLately)
+                && read
+                // rmcp's worker may have ended (closed, or a shutdown): then rmcp answers.
+                && g.sessions
+                    .local
+                    .sessions
+                    .read()
+                    .await
+                    .contains_key(id.as_str())
             {
                 request.extensions_mut().insert(HeldHere);
             }
-            Ok(_) => {}
-        },
+        }
         None if request.method() == Method::POST => {
-            let open = g.sessions.local.sessions.read().await.len();
+            let open = g.sessions.open().await;
             if open >= g.max_sessions {
                 let mut r = refuse(
                     StatusCode::SERVICE_UNAVAILABLE,

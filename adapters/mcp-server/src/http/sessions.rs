@@ -1,18 +1,27 @@
-//! Sessions of the HTTP transport (MCP 2025-11-25). The live ones are rmcp's local session
-//! manager's, with ids of 244 random bits (two version 4 UUIDs from the system's random source,
-//! 64 hex digits) instead of one UUID's 122. Every session is also recorded in the session store
-//! port ([`Shared`]): the agent that opened it, the client's `initialize` parameters and what it
-//! subscribed to, under the SHA-256 of its id. A replica asked for a session it does not hold
-//! takes it over from that record (rmcp replays the `initialize` handshake; the handler
-//! subscribes again), so a session outlives the replica that opened it.
+//! Sessions of the HTTP transport (MCP 2025-11-25), with ids of 244 random bits (two version 4
+//! UUIDs from the system's random source, 64 hex digits) instead of one UUID's 122. Every session
+//! is recorded in the session store port ([`Shared`]): the agent that opened it, the client's
+//! `initialize` parameters and what it subscribed to, under the SHA-256 of its id. A replica
+//! asked for a session it does not hold takes it over from that record (rmcp replays the
+//! `initialize` handshake; the handler subscribes again), so a session outlives the replica that
+//! opened it.
+//!
+//! A session lives in rmcp's local session manager once rmcp has served it (its channels and
+//! tasks, some 60 KiB). One whose `initialize` was answered outside rmcp (`http::direct`) is
+//! only a line in [`Sessions::opened_here`] while all it sends is reads, which are answered
+//! outside rmcp too; its first other request hands it to rmcp, by the same replay as a takeover.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use futures::Stream;
 use quarry_domain::Principal;
 use quarry_ports::{Clock, ContentHasher, SessionRecord, SessionStore, StoreError};
 use rmcp::{
-    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    model::{ClientJsonRpcMessage, InitializeRequestParams, ServerJsonRpcMessage},
     transport::{
         WorkerTransport,
         streamable_http_server::session::{
@@ -31,11 +40,80 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {
     pub(crate) local: LocalSessionManager,
+    /// The sessions opened outside rmcp and not yet handed to it.
+    opened_here: Mutex<HashMap<String, OpenedSession>>,
+}
+
+/// A session opened outside rmcp: when it was last used, and its client's `initialize`
+/// parameters, which rmcp replays when it is handed the session (from here, not from the store:
+/// a session in use goes on while the store is out of reach).
+#[derive(Debug)]
+struct OpenedSession {
+    used: Instant,
+    initialize: InitializeRequestParams,
 }
 
 fn fresh_id() -> SessionId {
     let (a, b) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
     format!("{}{}", a.simple(), b.simple()).into()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Sessions {
+    /// A new session, opened outside rmcp with these `initialize` parameters: its id.
+    pub(crate) fn open_here(&self, initialize: InitializeRequestParams) -> SessionId {
+        let id = fresh_id();
+        let opened = OpenedSession {
+            used: Instant::now(),
+            initialize,
+        };
+        lock(&self.opened_here).insert(id.to_string(), opened);
+        id
+    }
+
+    /// Forgets a session opened outside rmcp: rmcp serves it now, or it is closed.
+    fn forget_opened_here(&self, id: &str) {
+        lock(&self.opened_here).remove(id);
+    }
+
+    /// Whether `id` is a session opened outside rmcp and unused for `idle`: then it is
+    /// forgotten now, as rmcp forgets its own.
+    pub(crate) fn idled_out_here(&self, id: &str, idle: Duration) -> bool {
+        let mut opened = lock(&self.opened_here);
+        let idled = opened
+            .get(id)
+            .is_some_and(|session| session.used.elapsed() >= idle);
+        if idled {
+            opened.remove(id);
+        }
+        idled
+    }
+
+    /// Whether `id` is a session opened outside rmcp (and not yet handed to it): then it is used
+    /// now.
+    pub(crate) fn use_opened_here(&self, id: &str) -> bool {
+        lock(&self.opened_here)
+            .get_mut(id)
+            .map(|session| session.used = Instant::now())
+            .is_some()
+    }
+
+    /// Forgets the sessions opened outside rmcp and unused for `idle`.
+    pub(crate) fn expire_opened_here(&self, idle: Duration) -> usize {
+        let mut opened = lock(&self.opened_here);
+        let before = opened.len();
+        opened.retain(|_, session| session.used.elapsed() < idle);
+        before - opened.len()
+    }
+
+    /// The sessions open on this replica: rmcp's and those opened outside it.
+    pub(crate) async fn open(&self) -> usize {
+        let rmcp = self.local.sessions.read().await.len();
+        rmcp + lock(&self.opened_here).len()
+    }
 }
 
 impl SessionManager for Sessions {
@@ -62,6 +140,7 @@ impl SessionManager for Sessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.forget_opened_here(id);
         self.local.close_session(id).await
     }
 
@@ -100,6 +179,8 @@ impl SessionManager for Sessions {
         &self,
         id: SessionId,
     ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        // A session opened outside rmcp is rmcp's from now on.
+        self.forget_opened_here(&id);
         self.local.restore_session(id).await
     }
 }
@@ -132,6 +213,11 @@ impl Shared {
 
     fn key(&self, id: &str) -> String {
         self.hasher.sha256(id.as_bytes()).hex()
+    }
+
+    /// How long an unused session lasts.
+    pub(crate) fn idle(&self) -> Duration {
+        self.idle
     }
 
     /// How often a session in use says so to the store, and sends a request through rmcp's
@@ -213,19 +299,27 @@ impl Shared {
         });
     }
 
-    /// rmcp's view of these sessions, for taking one over.
-    pub(crate) fn for_rmcp(&self) -> Arc<dyn store::SessionStore> {
-        Arc::new(Restore(self.clone()))
+    /// rmcp's view of these sessions, for taking one over (or being handed one of `sessions`
+    /// opened outside it).
+    pub(crate) fn for_rmcp(&self, sessions: Arc<Sessions>) -> Arc<dyn store::SessionStore> {
+        Arc::new(Restore(self.clone(), sessions))
     }
 }
 
 /// What rmcp reads to take a session over: its `initialize` parameters.
 #[derive(Debug)]
-struct Restore(Shared);
+struct Restore(Shared, Arc<Sessions>);
 
 #[async_trait::async_trait]
 impl store::SessionStore for Restore {
     async fn load(&self, id: &str) -> Result<Option<SessionState>, store::SessionStoreError> {
+        let opened_here = lock(&self.1.opened_here)
+            .get(id)
+            .map(|session| session.initialize.clone());
+        if let Some(params) = opened_here {
+            tracing::debug!("a session opened outside rmcp is handed to it");
+            return Ok(Some(SessionState::new(params)));
+        }
         let Some(record) = self.0.find(id).await? else {
             return Ok(None);
         };

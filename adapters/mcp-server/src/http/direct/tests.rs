@@ -365,3 +365,120 @@ fn any_other_tool_call_or_a_mismatched_one_is_left_to_rmcp() {
         );
     }
 }
+
+/// The headers of an `initialize` the direct path takes, with `change` applied as in `with`.
+fn opening(change: &[(&str, &str)]) -> HeaderMap {
+    changed(
+        vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ],
+        change,
+    )
+}
+
+fn initialize_body(params: &Value) -> Vec<u8> {
+    body(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}))
+}
+
+fn initialize_params(version: &str) -> Value {
+    json!({"protocolVersion": version, "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}})
+}
+
+#[test]
+fn a_plain_initialize_is_taken_with_its_id_and_parameters() {
+    let plain = initialize_body(&initialize_params("2025-11-25"));
+    let (id, params) = initialize_asked(&opening(&[]), &plain).unwrap();
+    assert_eq!(id, RequestId::Number(1));
+    assert_eq!(params.protocol_version, ProtocolVersion::V_2025_11_25);
+    assert_eq!(params.client_info.name, "t");
+    // A version header equal to the body's is what rmcp takes too.
+    let named = opening(&[("mcp-protocol-version", "2025-11-25")]);
+    assert!(initialize_asked(&named, &plain).is_some());
+    // An older version is taken here too: whether it negotiates 2025-11-25 is the handler's.
+    let older = initialize_body(&initialize_params("2025-06-18"));
+    assert!(initialize_asked(&opening(&[]), &older).is_some());
+}
+
+#[test]
+fn an_initialize_rmcp_would_judge_otherwise_is_left_to_rmcp() {
+    let plain = initialize_body(&initialize_params("2025-11-25"));
+    let header_cases: [&[(&str, &str)]; 9] = [
+        // A session already: rmcp's to refuse.
+        &[("mcp-session-id", "abc")],
+        &[("origin", "http://localhost:1234")],
+        // A header that differs from the body's version, or given twice.
+        &[("mcp-protocol-version", "2025-06-18")],
+        &[
+            ("mcp-protocol-version", "2025-11-25"),
+            ("+mcp-protocol-version", "2025-11-25"),
+        ],
+        &[("mcp-method", "initialize")],
+        &[("mcp-name", "x")],
+        &[("accept", "application/json, text/event-stream;q=1")],
+        &[("accept", "application/json")],
+        &[("content-type", "text/plain")],
+    ];
+    for change in header_cases {
+        assert!(
+            initialize_asked(&opening(change), &plain).is_none(),
+            "{change:?}"
+        );
+    }
+    let mut with_meta = initialize_params("2025-11-25");
+    with_meta["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2025-11-25"});
+    let body_cases = [
+        initialize_body(&with_meta),
+        body(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+        body(&json!({"jsonrpc": "2.0", "method": "initialize",
+            "params": initialize_params("2025-11-25")})),
+        body(&json!([{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": initialize_params("2025-11-25")}])),
+        body(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})),
+        b"{not json".to_vec(),
+    ];
+    for case in body_cases {
+        assert!(
+            initialize_asked(&opening(&[]), &case).is_none(),
+            "{}",
+            String::from_utf8_lossy(&case)
+        );
+    }
+}
+
+#[test]
+fn only_a_plain_initialized_notification_is_acknowledged_here() {
+    let told = body(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    assert!(initialized_told(&on_session(&[]), &told));
+    assert!(initialized_told(
+        &on_session(&[("mcp-protocol-version", "")]),
+        &told
+    ));
+    let header_cases: [&[(&str, &str)]; 5] = [
+        &[("+origin", "http://localhost:1234")],
+        &[("mcp-protocol-version", "2025-06-18")],
+        &[("+mcp-method", "notifications/initialized")],
+        &[("accept", "application/json")],
+        &[("content-type", "text/plain")],
+    ];
+    for change in header_cases {
+        assert!(!initialized_told(&on_session(change), &told), "{change:?}");
+    }
+    let body_cases = [
+        body(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 1}}),
+        ),
+        body(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+        body(&json!([{"jsonrpc": "2.0", "method": "notifications/initialized"}])),
+        b"{not json".to_vec(),
+    ];
+    for case in body_cases {
+        assert!(
+            !initialized_told(&on_session(&[]), &case),
+            "{}",
+            String::from_utf8_lossy(&case)
+        );
+    }
+}
