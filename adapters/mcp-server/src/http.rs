@@ -182,9 +182,8 @@ impl Guard {
 }
 
 impl Guard {
-    /// Forgets what this replica keeps of sessions unused for their idle time, every so often
-    /// until `stop`: those opened outside rmcp, and the owners it remembers (the store has
-    /// them, for a session that is used again).
+    /// Forgets the sessions opened outside rmcp and unused for their idle time, and their
+    /// owners, every so often until `stop` (those rmcp holds it forgets itself).
     fn keep_forgetting(self: &Arc<Self>, stop: CancellationToken) {
         let me = self.clone();
         tokio::spawn(async move {
@@ -195,15 +194,19 @@ impl Guard {
                     _ = every.tick() => {}
                     () = stop.cancelled() => return,
                 }
-                let opened = me.sessions.expire_opened_here(idle);
-                let mut owners = me.owners.lock().unwrap_or_else(|e| e.into_inner());
-                let before = owners.len();
-                owners.retain(|_, (_, touched)| touched.elapsed() < idle);
-                let known = before - owners.len();
-                drop(owners);
-                if opened + known > 0 {
-                    tracing::debug!(opened, known, "idle sessions forgotten here");
+                let idled = me.sessions.expire_opened_here(idle);
+                if idled.is_empty() {
+                    continue;
                 }
+                let mut owners = me.owners.lock().unwrap_or_else(|e| e.into_inner());
+                for id in &idled {
+                    owners.remove(id);
+                }
+                drop(owners);
+                tracing::debug!(
+                    sessions = idled.len(),
+                    "idle sessions opened outside rmcp forgotten"
+                );
             }
         });
     }

@@ -537,8 +537,9 @@ async fn a_session_tool_read_is_answered_as_rmcp_answers_it() {
 //   now and then a read goes through it; after 13 s of reads, rmcp's worker for it is the one it
 //   started with;
 // - one opened outside rmcp: every read is answered outside rmcp, which never holds it;
-// - one opened outside rmcp and left unused: 404 after its idle time, and it no longer counts
-//   against http.max_sessions (3 here: a fourth is refused while it lives).
+// - one opened outside rmcp and left unused: forgotten after its idle time with no request on
+//   it, so that it no longer counts against http.max_sessions (3 here: a fourth is refused
+//   while it lives), and 404 afterwards.
 // Then another kind of request on either open session is answered, by rmcp.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_that_only_reads_stays_open_while_it_reads() {
@@ -589,14 +590,26 @@ async fn a_session_that_only_reads_stays_open_while_it_reads() {
         0,
         "the session idled out in rmcp while it read"
     );
+    // Forgotten by the sweep every quarter of the idle time, with no request on it: room again.
+    let waited = std::time::Instant::now();
+    loop {
+        let (status, _, body) = post(gw.addr, &host, &[], INITIALIZE).await;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "no room 10 s after the unused session idled out: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     let unused_header = [unused.as_str(), "MCP-Protocol-Version: 2025-11-25"];
     let read = json!({"jsonrpc": "2.0", "id": 998, "method": "resources/read",
         "params": {"uri": uri}})
     .to_string();
     let (status, _, body) = post(gw.addr, &host, &unused_header, &read).await;
     assert_eq!(status, 404, "the unused session idled out: {body}");
-    let (status, _, body) = post(gw.addr, &host, &[], INITIALIZE).await;
-    assert_eq!(status, 200, "room again once it idled out: {body}");
     let list = r#"{"jsonrpc":"2.0","id":999,"method":"resources/list","params":{}}"#;
     for sid in [&by_rmcp, &opened_here] {
         let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];

@@ -101,12 +101,18 @@ impl Sessions {
             .is_some()
     }
 
-    /// Forgets the sessions opened outside rmcp and unused for `idle`.
-    pub(crate) fn expire_opened_here(&self, idle: Duration) -> usize {
+    /// Forgets the sessions opened outside rmcp and unused for `idle`: their ids.
+    pub(crate) fn expire_opened_here(&self, idle: Duration) -> Vec<String> {
         let mut opened = lock(&self.opened_here);
-        let before = opened.len();
-        opened.retain(|_, session| session.used.elapsed() < idle);
-        before - opened.len()
+        let idled: Vec<String> = opened
+            .iter()
+            .filter(|(_, session)| session.used.elapsed() >= idle)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &idled {
+            opened.remove(id);
+        }
+        idled
     }
 
     /// The sessions open on this replica: rmcp's and those opened outside it.
