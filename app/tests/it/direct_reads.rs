@@ -1040,3 +1040,40 @@ async fn hang_up_mid_read_on_a_session(via_rmcp: bool) {
         "reads answered outside rmcp"
     );
 }
+
+// traces: TR-4 — a session opened outside rmcp is handed to rmcp by its first request of another
+// kind; when several come at once (a client's `GET` stream and its first listing, as the SDKs
+// send them), every one is answered: none reaches rmcp's session before rmcp has replayed its
+// handshake.
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_that_hand_a_session_over_at_once_are_all_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = http_fixture("notes", 1).await;
+    let config = http_server("notes", &notes.url);
+    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[SESSIONS_TRACED]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    for round in 0..40 {
+        let sid = session(gw.addr, &host).await;
+        let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+        let mut sent = tokio::task::JoinSet::new();
+        for n in 0..16 {
+            let (addr, host, headers) = (gw.addr, host.clone(), headers.map(str::to_owned));
+            sent.spawn(async move {
+                let list = format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/list"}}"#);
+                let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+                post(addr, &host, &headers, &list).await
+            });
+        }
+        for (status, _, body) in sent.join_all().await {
+            assert_eq!(status, 200, "round {round}: {body}");
+            assert!(
+                message(&body)["result"]["tools"].is_array(),
+                "round {round}: {body}"
+            );
+        }
+    }
+    assert_eq!(
+        logged(dir.path(), "a session opened outside rmcp is handed to it"),
+        40
+    );
+}

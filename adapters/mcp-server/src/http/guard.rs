@@ -114,11 +114,11 @@ pub(super) async fn sessions(
     let deleting = request.method() == Method::DELETE;
     match &asked {
         Some(id) => {
-            // Ended as rmcp ends a session it holds once it idles out (before the owner's
-            // check, which would record a use in the store).
+            // Unused here for its idle time: the store decides, as for a session another
+            // replica opened (404, unless another replica served it meanwhile). Its owner is
+            // forgotten first, so that the owner's check does not record a use of it.
             if g.sessions.idled_out_here(id, g.shared.idle()) {
                 lock(&g.owners).remove(id);
-                return refuse(StatusCode::NOT_FOUND, "no such session");
             }
             let found = match owned(&g, id, &caller.principal).await {
                 Err(refused) => return refused,

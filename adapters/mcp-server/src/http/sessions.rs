@@ -42,6 +42,12 @@ pub(crate) struct Sessions {
     pub(crate) local: LocalSessionManager,
     /// The sessions opened outside rmcp and not yet handed to it.
     opened_here: Mutex<HashMap<String, OpenedSession>>,
+    /// The sessions rmcp is taking over, until it has replayed their `initialize`: rmcp holds
+    /// them already, but a request let through to one before the replay would reach a session
+    /// still waiting for `initialize`, which ends it. Meanwhile [`SessionManager::has_session`]
+    /// says no, so that such a request waits for the takeover in progress, as rmcp makes
+    /// requests for a session it does not hold yet wait.
+    restoring: Mutex<std::collections::HashSet<String>>,
 }
 
 /// A session opened outside rmcp: when it was last used, and its client's `initialize`
@@ -138,15 +144,22 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
-        self.local.initialize_session(id, message).await
+        let answered = self.local.initialize_session(id, message).await;
+        // Served from here on, whatever the replay's outcome (a failed one closes it).
+        lock(&self.restoring).remove(id.as_ref());
+        answered
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        if lock(&self.restoring).contains(id.as_ref()) {
+            return Ok(false);
+        }
         self.local.has_session(id).await
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         self.forget_opened_here(id);
+        lock(&self.restoring).remove(id.as_ref());
         self.local.close_session(id).await
     }
 
@@ -187,7 +200,13 @@ impl SessionManager for Sessions {
     ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
         // A session opened outside rmcp is rmcp's from now on.
         self.forget_opened_here(&id);
-        self.local.restore_session(id).await
+        // Marked before rmcp's local manager holds it, so that no request sees it held early.
+        let fresh = lock(&self.restoring).insert(id.to_string());
+        let outcome = self.local.restore_session(id.clone()).await;
+        if fresh && !matches!(outcome, Ok(RestoreOutcome::Restored(_))) {
+            lock(&self.restoring).remove(id.as_ref());
+        }
+        outcome
     }
 }
 
@@ -348,5 +367,45 @@ impl store::SessionStore for Restore {
 
     async fn delete(&self, id: &str) -> Result<(), store::SessionStoreError> {
         Ok(self.0.store.close(&self.0.key(id)).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    // A session rmcp is taking over is not yet held, for the requests that would otherwise reach
+    // it before its handshake is replayed; once closed (a failed replay closes it), nothing of
+    // the takeover is left.
+    #[tokio::test]
+    async fn a_session_being_taken_over_is_not_held_until_its_handshake() {
+        let sessions = Sessions::default();
+        let id: SessionId = fresh_id();
+        let params: InitializeRequestParams = serde_json::from_value(serde_json::json!({
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}
+        }))
+        .unwrap();
+        let opened = sessions.open_here(params);
+        assert!(!sessions.has_session(&opened).await.unwrap());
+        assert_eq!(sessions.open().await, 1);
+
+        let restored = sessions.restore_session(opened.clone()).await.unwrap();
+        assert!(matches!(restored, RestoreOutcome::Restored(_)));
+        assert!(sessions.local.has_session(&opened).await.unwrap());
+        assert!(
+            !sessions.has_session(&opened).await.unwrap(),
+            "held before its handshake is replayed"
+        );
+
+        assert_eq!(sessions.open().await, 1);
+
+        sessions.close_session(&opened).await.unwrap();
+        assert!(!sessions.has_session(&opened).await.unwrap());
+        assert!(lock(&sessions.restoring).is_empty());
+        assert_eq!(sessions.open().await, 0);
+        assert!(!sessions.has_session(&id).await.unwrap());
     }
 }
