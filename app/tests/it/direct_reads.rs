@@ -624,6 +624,16 @@ async fn a_session_that_only_reads_stays_open_while_it_reads() {
     assert_eq!(logged(dir.path(), "taking over a session"), 0);
 }
 
+/// A gateway in front of `notes` (one item), its log saying what the direct path answers and
+/// which sessions go to rmcp; the upstream, to keep while it serves; the `Host` to send.
+async fn sessions_gateway(dir: &std::path::Path) -> (Served, HttpFixture, String) {
+    let notes = http_fixture("notes", 1).await;
+    let config = http_server("notes", &notes.url);
+    let gw = served_env(dir, &config, "127.0.0.1:0", &[], &[SESSIONS_TRACED]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    (gw, notes, host)
+}
+
 /// A 2025-11-25 session opened by rmcp (its `initialize` sent with a weighted `Accept`, which
 /// the direct path leaves to rmcp) and initialized: its header line.
 async fn session_via_rmcp(addr: SocketAddr, host: &str) -> String {
@@ -650,10 +660,7 @@ async fn session_via_rmcp(addr: SocketAddr, host: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_opened_outside_rmcp_is_opened_as_rmcp_opens_one() {
     let dir = tempfile::tempdir().unwrap();
-    let notes = http_fixture("notes", 1).await;
-    let config = http_server("notes", &notes.url);
-    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[SESSIONS_TRACED]).await;
-    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let (gw, _notes, host) = sessions_gateway(dir.path()).await;
     let (status, head, body) = post(gw.addr, &host, &[], INITIALIZE).await;
     assert_eq!(status, 200, "{head}{body}");
     let direct = answered("initialize", "application/json", &head, &body);
@@ -1048,10 +1055,7 @@ async fn hang_up_mid_read_on_a_session(via_rmcp: bool) {
 #[tokio::test(flavor = "multi_thread")]
 async fn requests_that_hand_a_session_over_at_once_are_all_answered() {
     let dir = tempfile::tempdir().unwrap();
-    let notes = http_fixture("notes", 1).await;
-    let config = http_server("notes", &notes.url);
-    let gw = served_env(dir.path(), &config, "127.0.0.1:0", &[], &[SESSIONS_TRACED]).await;
-    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let (gw, _notes, host) = sessions_gateway(dir.path()).await;
     for round in 0..40 {
         let sid = session(gw.addr, &host).await;
         let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
