@@ -181,37 +181,6 @@ impl Guard {
     }
 }
 
-impl Guard {
-    /// Forgets the sessions opened outside rmcp and unused for their idle time, and their
-    /// owners, every so often until `stop` (those rmcp holds it forgets itself).
-    fn keep_forgetting(self: &Arc<Self>, stop: CancellationToken) {
-        let me = self.clone();
-        tokio::spawn(async move {
-            let idle = me.shared.idle();
-            let mut every = tokio::time::interval(me.shared.touch_every());
-            loop {
-                tokio::select! {
-                    _ = every.tick() => {}
-                    () = stop.cancelled() => return,
-                }
-                let idled = me.sessions.expire_opened_here(idle);
-                if idled.is_empty() {
-                    continue;
-                }
-                let mut owners = me.owners.lock().unwrap_or_else(|e| e.into_inner());
-                for id in &idled {
-                    owners.remove(id);
-                }
-                drop(owners);
-                tracing::debug!(
-                    sessions = idled.len(),
-                    "idle sessions opened outside rmcp forgotten"
-                );
-            }
-        });
-    }
-}
-
 /// Host, Origin and credentials, in that order, before anything else sees the request.
 async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
     let host = request
