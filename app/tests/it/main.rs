@@ -36,6 +36,7 @@ mod resource_server;
 mod retention;
 mod scopes;
 mod serve;
+mod session_owners;
 mod subscriptions;
 mod supervision;
 mod support;

@@ -159,6 +159,7 @@ pub(super) async fn sessions(
         None => {}
     }
     let initialize = request.extensions().get::<Initialize>().cloned();
+    let answered_here = request.extensions().get::<HeldHere>().is_some();
     let response = next.run(request).await;
     let opened = response
         .headers()
@@ -184,14 +185,28 @@ pub(super) async fn sessions(
             // Expired or closed: forget it.
             lock(&g.owners).remove(id);
         }
+        (Some(id), _, _) if !answered_here && response.status().is_success() => {
+            // The caller passed the owner's check; had the sweep forgotten the owner meanwhile
+            // (a request that waited long for its turn, on which rmcp took the session over
+            // again), it is known again.
+            let mut owners = lock(&g.owners);
+            if !owners.contains_key(id) {
+                owners.insert(id.clone(), (caller.principal, std::time::Instant::now()));
+            }
+        }
         _ => {}
     }
     response
 }
 
 impl Guard {
-    /// Forgets the sessions opened outside rmcp and unused for their idle time, and their
-    /// owners, every so often until `stop` (those rmcp holds it forgets itself).
+    /// Every so often until `stop`, forgets what this process keeps of sessions it no longer
+    /// holds: those opened outside rmcp and unused for their idle time, and their owners; and
+    /// the owners of sessions rmcp has ended (idle, without a DELETE or a request to hear 404
+    /// from), which would otherwise stay for the life of the process. An owner is forgotten only
+    /// when no request of its session has passed the guard for the idle time and neither rmcp
+    /// nor the opened-here sessions hold it: one rmcp still holds (a session kept alive by what
+    /// its handler sends, whose store record may have expired) stays its owner's.
     pub(super) fn keep_forgetting(self: &Arc<Self>, stop: CancellationToken) {
         let me = self.clone();
         tokio::spawn(async move {
@@ -203,19 +218,51 @@ impl Guard {
                     () = stop.cancelled() => return,
                 }
                 let idled = me.sessions.expire_opened_here(idle);
-                if idled.is_empty() {
-                    continue;
+                if !idled.is_empty() {
+                    let mut owners = lock(&me.owners);
+                    for id in &idled {
+                        owners.remove(id);
+                    }
+                    drop(owners);
+                    tracing::debug!(
+                        sessions = idled.len(),
+                        "idle sessions opened outside rmcp forgotten"
+                    );
                 }
-                let mut owners = me.owners.lock().unwrap_or_else(|e| e.into_inner());
-                for id in &idled {
-                    owners.remove(id);
-                }
-                drop(owners);
-                tracing::debug!(
-                    sessions = idled.len(),
-                    "idle sessions opened outside rmcp forgotten"
-                );
+                me.forget_ended(idle).await;
             }
         });
+    }
+
+    /// Forgets the owners of sessions unused for `idle` that nothing here holds any more.
+    async fn forget_ended(&self, idle: std::time::Duration) {
+        let stale: Vec<String> = lock(&self.owners)
+            .iter()
+            .filter(|(_, (_, touched))| touched.elapsed() >= idle)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if stale.is_empty() {
+            return;
+        }
+        let ended = self.sessions.not_held(stale).await;
+        let mut owners = lock(&self.owners);
+        let before = owners.len();
+        for id in &ended {
+            // Still unused: a request let through since is its owner's again.
+            if owners
+                .get(id)
+                .is_some_and(|(_, touched)| touched.elapsed() >= idle)
+            {
+                owners.remove(id);
+            }
+        }
+        let forgotten = before - owners.len();
+        drop(owners);
+        if forgotten > 0 {
+            tracing::debug!(
+                sessions = forgotten,
+                "owners of sessions rmcp has ended forgotten"
+            );
+        }
     }
 }

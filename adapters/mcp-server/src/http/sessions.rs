@@ -121,6 +121,21 @@ impl Sessions {
         idled
     }
 
+    /// Of `ids`, those no part of this process holds: rmcp neither serves them nor is taking
+    /// them over, and they were not opened outside it (rmcp ended them, idle or closed).
+    pub(crate) async fn not_held(&self, mut ids: Vec<String>) -> Vec<String> {
+        {
+            let rmcp = self.local.sessions.read().await;
+            ids.retain(|id| !rmcp.contains_key(id.as_str()));
+        }
+        let restoring = lock(&self.restoring);
+        ids.retain(|id| !restoring.contains(id));
+        drop(restoring);
+        let opened = lock(&self.opened_here);
+        ids.retain(|id| !opened.contains_key(id));
+        ids
+    }
+
     /// The sessions open on this replica: rmcp's and those opened outside it.
     pub(crate) async fn open(&self) -> usize {
         let rmcp = self.local.sessions.read().await.len();
@@ -407,5 +422,40 @@ mod tests {
         assert!(lock(&sessions.restoring).is_empty());
         assert_eq!(sessions.open().await, 0);
         assert!(!sessions.has_session(&id).await.unwrap());
+    }
+
+    // What the guard may forget the owner of: a session nothing here holds. One opened outside
+    // rmcp, one rmcp is taking over and one rmcp serves are held; once rmcp has closed them, and
+    // for an id never seen, nothing is.
+    #[tokio::test]
+    async fn a_session_is_held_until_rmcp_ends_it() {
+        let sessions = Sessions::default();
+        let params: InitializeRequestParams = serde_json::from_value(serde_json::json!({
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}
+        }))
+        .unwrap();
+        let here = sessions.open_here(params.clone());
+        let taken = sessions.open_here(params);
+        let _transport = sessions.restore_session(taken.clone()).await.unwrap();
+        let (served, _worker) = sessions.local.create_session().await.unwrap();
+        let never = fresh_id();
+        let all = || {
+            [&here, &taken, &served, &never]
+                .map(|id| id.to_string())
+                .to_vec()
+        };
+        assert_eq!(sessions.not_held(all()).await, vec![never.to_string()]);
+
+        lock(&sessions.restoring).remove(taken.as_ref());
+        assert_eq!(
+            sessions.not_held(all()).await,
+            vec![never.to_string()],
+            "rmcp serves the one it took over"
+        );
+        for id in [&here, &taken, &served] {
+            sessions.close_session(id).await.unwrap();
+        }
+        assert_eq!(sessions.not_held(all()).await, all());
     }
 }
