@@ -286,6 +286,13 @@ async fn guard(State(g): State<Arc<Guard>>, mut request: Request, next: Next) ->
     if let Some(params) = single.as_ref().and_then(|c| c.initialize.clone()) {
         request.extensions_mut().insert(Initialize(params));
     }
+    // A request on a 2025-11-25 session: rmcp begins its answer as an event stream at once, and
+    // the direct path answers a read where rmcp would have; cut before that (waiting for its
+    // turn), it gets the JSON-RPC error the stream would have ended with, not a 504.
+    if single.as_ref().is_some_and(|c| c.is_request()) && request.headers().contains_key(SESSION_ID)
+    {
+        hold.cut_as_a_stream_would_be();
+    }
     if single.as_ref().is_some_and(|c| {
         c.is_request()
             && match c.method.as_deref() {

@@ -13,7 +13,7 @@ use crate::{
     direct_reads::hang_up_once_upstream,
     eras::modern_raw,
     http::{Served, post, served},
-    http_bounds::{session, slow_fixture, slow_read},
+    http_bounds::{session, slow_fixture, slow_notes, slow_read},
     subscriptions::listen,
     support::http_server,
 };
@@ -120,4 +120,59 @@ async fn a_listener_holds_no_turn() {
     assert_eq!(status, 200, "{answer}");
     assert!(answer.contains("\"contents\""), "{answer}");
     drop(stream);
+}
+
+// traces: TR-8 — a request on a session whose time runs out while it waits for its turn gets
+// what rmcp's event stream would have ended with: the JSON-RPC error for it (E009, naming the
+// bound), status 200, not a 504 its client would take for a broken transport. The read holding
+// the only turn is cut at its bound too, and keeps the turn until its work ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_request_cut_while_it_waits_for_its_turn_gets_its_error() {
+    let notes = slow_notes(2500).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}[http]\nmax_requests_in_flight = 1\nrequest_timeout_seconds = 1\n",
+        http_server("notes", &notes.url)
+    );
+    let gw = served(dir.path(), &config, &[]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    let sid = session(gw.addr, &host).await;
+    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+    let list = r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#;
+    let slow_body = slow_read(1);
+    let (slow, waiting) = tokio::join!(post(gw.addr, &host, &headers, &slow_body), async {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while notes.server.reads() == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the slow read never reached the upstream"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        post(gw.addr, &host, &headers, list).await
+    });
+    for (status, head, body, id) in [
+        (slow.0, &slow.1, &slow.2, 1),
+        (waiting.0, &waiting.1, &waiting.2, 9),
+    ] {
+        assert_eq!(status, 200, "{head}{body}");
+        let error = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: ").or(Some(l)))
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|m| m.get("error").is_some())
+            .unwrap_or_else(|| panic!("no JSON-RPC error: {head}{body}"));
+        assert_eq!(error["id"], json!(id), "{error}");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("E009"), "{error}");
+        assert!(message.contains("http.request_timeout_seconds"), "{error}");
+    }
+    assert!(
+        waiting
+            .1
+            .to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{}",
+        waiting.1
+    );
 }

@@ -1,9 +1,10 @@
 //! The bounds of one request: its body is read whole (within `http.max_body_kb`) so its
 //! JSON-RPC message can be checked before rmcp sees it, and its answer must end within
 //! `http.request_timeout_seconds`. An answer not begun by then is 504; an event stream still
-//! open then gets a JSON-RPC error for the request and ends, and so does a request whose answer
-//! rmcp would have begun as an event stream at once but another layer answers itself (a
-//! session's read on the direct path): its error comes as one JSON body, status 200. The caller's in-flight permit is
+//! open then gets a JSON-RPC error for the request and ends, and so does a request on a
+//! 2025-11-25 session, whose answer rmcp would have begun as an event stream at once, cut
+//! before it began (waiting for its turn, or answered by the direct path): its error comes as
+//! one JSON body, status 200. The caller's in-flight permit is
 //! held until the answer's last byte, and so is its turn among the requests handled at once
 //! (`http.max_requests_in_flight`), which it waits for within its time: both are a [`Hold`],
 //! which the handler of a request keeps too, so that work an answer is no longer wanted for (its
@@ -75,11 +76,12 @@ impl Hold {
         })
     }
 
-    /// Called by a layer that answers the request itself where rmcp would have begun an event
-    /// stream at once (a read on a 2025-11-25 session): cut at the time bound before its answer
-    /// begins, the request then gets what rmcp's stream would have ended with, the JSON-RPC
-    /// error for it, as one JSON body with status 200. A client of that era takes it as the
-    /// request's error; a 504 would be a failure of the transport.
+    /// Called for a request on a 2025-11-25 session, whose answer rmcp begins as an event stream
+    /// at once (or the direct path gives where rmcp would have): cut at the time bound before
+    /// its answer begins (while it waited for its turn, or the direct path worked), the request
+    /// then gets what rmcp's stream would have ended with, the JSON-RPC error for it, as one
+    /// JSON body with status 200. A client of that era takes it as the request's error; a 504
+    /// would be a failure of the transport.
     pub(super) fn cut_as_a_stream_would_be(&self) {
         self.error_when_cut.store(true, Ordering::Relaxed);
     }

@@ -29,8 +29,8 @@
 //!
 //! Anything else goes on to rmcp unchanged, which answers or refuses it as always; so no refusal
 //! is written here. A session's read cut at the time bound gets what rmcp's event stream,
-//! begun by then, would have ended with: the JSON-RPC error for it, status 200
-//! ([`Hold::cut_as_a_stream_would_be`]).
+//! begun by then, would have ended with: the JSON-RPC error for it, status 200 (the guard marks
+//! every session request so: [`Hold::cut_as_a_stream_would_be`]).
 //!
 //! A 2025-11-25 session may be opened here too (`open.rs`).
 
@@ -384,13 +384,10 @@ pub(super) async fn reads(
                     tracing::trace!(id = %read.id, tool, "a session's read answered outside rmcp");
                 }
             }
-            // Kept to the read's end, as rmcp's handler keeps it (`GatewayServer::scoped`).
+            // Kept to the read's end, as rmcp's handler keeps it (`GatewayServer::scoped`). A
+            // session's read cut at the bound gets a JSON-RPC error, as every request on a
+            // session does (the guard marked its hold).
             let held = parts.extensions.get::<Claim>().and_then(Claim::keep);
-            if era == Era::Session
-                && let Some(hold) = &held
-            {
-                hold.cut_as_a_stream_would_be();
-            }
             let within = held.as_deref().and_then(Hold::answer_within);
             let server = server.clone();
             RunsToItsEnd::new(async move {
