@@ -13,7 +13,7 @@ use crate::{
     direct_reads::hang_up_once_upstream,
     eras::modern_raw,
     http::{Served, post, served},
-    http_bounds::{session, slow_fixture, slow_notes, slow_read},
+    http_bounds::{session, slow_notes, slow_read},
     subscriptions::listen,
     support::http_server,
 };
@@ -22,10 +22,15 @@ use crate::{
 /// takes 700 ms: the fixture, the gateway's folder and the gateway, its `Host`, and the header
 /// of a session opened on it.
 async fn one_turn() -> (HttpFixture, TempDir, Served, String, String) {
-    let notes = slow_fixture().await;
+    one_turn_with(700, "").await
+}
+
+/// [`one_turn`] with the slow item taking `ms`, and `extra` lines in the `[http]` table.
+async fn one_turn_with(ms: u64, extra: &str) -> (HttpFixture, TempDir, Served, String, String) {
+    let notes = slow_notes(ms).await;
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
-        "{}[http]\nmax_requests_in_flight = 1\n",
+        "{}[http]\nmax_requests_in_flight = 1\n{extra}",
         http_server("notes", &notes.url)
     );
     let gw = served(dir.path(), &config, &[]).await;
@@ -34,17 +39,21 @@ async fn one_turn() -> (HttpFixture, TempDir, Served, String, String) {
     (notes, dir, gw, host, sid)
 }
 
-// traces: TR-8 — past http.max_requests_in_flight a request waits for a turn and is answered
-// once the request before it ends, not refused.
-#[tokio::test(flavor = "multi_thread")]
-async fn past_the_bound_a_request_waits_its_turn() {
-    let (notes, _dir, gw, host, sid) = one_turn().await;
-    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+type Answer = (u16, String, String);
+
+/// On the session `sid` of a [`one_turn`] gateway: a slow read (id 1), and a `tools/list` (id 9)
+/// sent once the read reached the upstream, so that it waits for the only turn. Both answers,
+/// and how long the list took.
+async fn list_while_a_slow_read_holds_the_turn(
+    notes: &HttpFixture,
+    gw: &Served,
+    host: &str,
+    sid: &str,
+) -> (Answer, Answer, Duration) {
+    let headers = [sid, "MCP-Protocol-Version: 2025-11-25"];
     let list = r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#;
     let slow_body = slow_read(1);
-    let (slow, quick) = tokio::join!(post(gw.addr, &host, &headers, &slow_body), async {
-        // Once the slow read reached the upstream it holds the only turn, for the 700 ms
-        // the upstream takes from there.
+    let (slow, (listed, took)) = tokio::join!(post(gw.addr, host, &headers, &slow_body), async {
         let deadline = Instant::now() + Duration::from_secs(10);
         while notes.server.reads() == 0 {
             assert!(
@@ -54,17 +63,28 @@ async fn past_the_bound_a_request_waits_its_turn() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let sent = Instant::now();
-        let answer = post(gw.addr, &host, &headers, list).await;
+        let answer = post(gw.addr, host, &headers, list).await;
         (answer, sent.elapsed())
-    },);
+    });
+    (slow, listed, took)
+}
+
+// traces: TR-8 — past http.max_requests_in_flight a request waits for a turn and is answered
+// once the request before it ends, not refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn past_the_bound_a_request_waits_its_turn() {
+    let (notes, _dir, gw, host, sid) = one_turn().await;
+    // Once the slow read reached the upstream it holds the only turn, for the 700 ms the
+    // upstream takes from there.
+    let (slow, listed, took) =
+        list_while_a_slow_read_holds_the_turn(&notes, &gw, &host, &sid).await;
     assert_eq!(slow.0, 200, "{}", slow.2);
     assert!(slow.2.contains("slow"), "{}", slow.2);
-    assert_eq!(quick.0.0, 200, "waited, not refused: {}", quick.0.1);
-    assert!(quick.0.2.contains("read_mcp_resource"), "{}", quick.0.2);
+    assert_eq!(listed.0, 200, "waited, not refused: {}", listed.1);
+    assert!(listed.2.contains("read_mcp_resource"), "{}", listed.2);
     assert!(
-        quick.1 >= Duration::from_millis(500),
-        "the tools/list sent while the slow read held the only turn was answered in {:?}",
-        quick.1
+        took >= Duration::from_millis(500),
+        "the tools/list sent while the slow read held the only turn was answered in {took:?}"
     );
 }
 
@@ -128,29 +148,8 @@ async fn a_listener_holds_no_turn() {
 // the only turn is cut at its bound too, and keeps the turn until its work ends.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_request_cut_while_it_waits_for_its_turn_gets_its_error() {
-    let notes = slow_notes(2500).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = format!(
-        "{}[http]\nmax_requests_in_flight = 1\nrequest_timeout_seconds = 1\n",
-        http_server("notes", &notes.url)
-    );
-    let gw = served(dir.path(), &config, &[]).await;
-    let host = format!("127.0.0.1:{}", gw.addr.port());
-    let sid = session(gw.addr, &host).await;
-    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
-    let list = r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#;
-    let slow_body = slow_read(1);
-    let (slow, waiting) = tokio::join!(post(gw.addr, &host, &headers, &slow_body), async {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while notes.server.reads() == 0 {
-            assert!(
-                Instant::now() < deadline,
-                "the slow read never reached the upstream"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        post(gw.addr, &host, &headers, list).await
-    });
+    let (notes, _dir, gw, host, sid) = one_turn_with(2500, "request_timeout_seconds = 1\n").await;
+    let (slow, waiting, _) = list_while_a_slow_read_holds_the_turn(&notes, &gw, &host, &sid).await;
     for (status, head, body, id) in [
         (slow.0, &slow.1, &slow.2, 1),
         (waiting.0, &waiting.1, &waiting.2, 9),
