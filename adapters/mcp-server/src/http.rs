@@ -129,6 +129,8 @@ struct Guard {
     request_timeout: Duration,
     /// Who opened each session this replica serves, and when the store last heard of its use.
     owners: Mutex<HashMap<String, (Principal, std::time::Instant)>>,
+    /// The `GET` streams open on each session: a session its client listens on is in use.
+    listening: Mutex<HashMap<String, usize>>,
     sessions: Arc<Sessions>,
     /// Every replica's sessions.
     shared: Shared,
@@ -358,6 +360,7 @@ pub async fn serve_http(
         max_body: http.max_body_bytes,
         request_timeout: http.request_timeout,
         owners: Mutex::new(HashMap::new()),
+        listening: Mutex::new(HashMap::new()),
         sessions: manager.clone(),
         shared: shared.clone(),
         max_sessions: http.max_sessions,

@@ -8,11 +8,13 @@
 use std::sync::{Arc, Mutex};
 
 use axum::{
+    body::Body,
     extract::{Request, State},
     http::{HeaderValue, Method, StatusCode, header},
     middleware::Next,
     response::Response,
 };
+use futures::StreamExt;
 use quarry_domain::Principal;
 use tokio_util::sync::CancellationToken;
 
@@ -113,6 +115,7 @@ pub(super) async fn sessions(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let deleting = request.method() == Method::DELETE;
+    let streaming = request.method() == Method::GET;
     match &asked {
         Some(id) => {
             // Unused here for its idle time: the store decides, as for a session another
@@ -185,6 +188,23 @@ pub(super) async fn sessions(
             // Expired or closed: forget it.
             lock(&g.owners).remove(id);
         }
+        (Some(id), _, _)
+            if streaming
+                && response.status() == StatusCode::OK
+                && response
+                    .headers()
+                    .get(header::CONTENT_TYPE)
+                    .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream")) =>
+        {
+            // Its client listens, for as long as the stream is open.
+            let listening = Listening::new(&g, id);
+            let (parts, body) = response.into_parts();
+            let stream = body.into_data_stream().map(move |chunk| {
+                let _listening = &listening;
+                chunk
+            });
+            return Response::from_parts(parts, Body::from_stream(stream));
+        }
         (Some(id), _, _) if !answered_here && response.status().is_success() => {
             // The caller passed the owner's check; had the sweep forgotten the owner meanwhile
             // (a request that waited long for its turn, on which rmcp took the session over
@@ -199,14 +219,43 @@ pub(super) async fn sessions(
     response
 }
 
+/// A `GET` stream open on a session, counted in `Guard::listening` while it lives.
+struct Listening {
+    guard: Arc<Guard>,
+    id: String,
+}
+
+impl Listening {
+    fn new(guard: &Arc<Guard>, id: &str) -> Self {
+        *lock(&guard.listening).entry(id.to_owned()).or_default() += 1;
+        Self {
+            guard: guard.clone(),
+            id: id.to_owned(),
+        }
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let mut listening = lock(&self.guard.listening);
+        if let Some(open) = listening.get_mut(&self.id) {
+            *open -= 1;
+            if *open == 0 {
+                listening.remove(&self.id);
+            }
+        }
+    }
+}
+
 impl Guard {
-    /// Every so often until `stop`, forgets what this process keeps of sessions it no longer
-    /// holds: those opened outside rmcp and unused for their idle time, and their owners; and
-    /// the owners of sessions rmcp has ended (idle, without a DELETE or a request to hear 404
-    /// from), which would otherwise stay for the life of the process. An owner is forgotten only
-    /// when no request of its session has passed the guard for the idle time and neither rmcp
-    /// nor the opened-here sessions hold it: one rmcp still holds (a session kept alive by what
-    /// its handler sends, whose store record may have expired) stays its owner's.
+    /// Every so often until `stop`, forgets what this process keeps of sessions no longer in
+    /// use: those opened outside rmcp and unused for their idle time, and their owners; and the
+    /// owners of sessions rmcp has ended (idle, without a DELETE or a request to hear 404 from),
+    /// which would otherwise stay for the life of the process. A session is unused when no
+    /// request of it has passed the guard for the idle time and no `GET` stream of it is open.
+    /// One rmcp still holds although unused, kept alive by what its handler sends (the changes
+    /// it subscribed to, for a client that went away), is closed first: rmcp counts what it
+    /// sends as use. A session in use keeps its owner, whatever the store says.
     pub(super) fn keep_forgetting(self: &Arc<Self>, stop: CancellationToken) {
         let me = self.clone();
         tokio::spawn(async move {
@@ -229,35 +278,56 @@ impl Guard {
                         "idle sessions opened outside rmcp forgotten"
                     );
                 }
-                me.forget_ended(idle).await;
+                me.forget_unused(idle).await;
             }
         });
     }
 
-    /// Forgets the owners of sessions unused for `idle` that nothing here holds any more.
-    async fn forget_ended(&self, idle: std::time::Duration) {
-        let stale: Vec<String> = lock(&self.owners)
+    /// Whether the session `id` has had no request through the guard for `idle` and has no
+    /// `GET` stream open.
+    fn unused(&self, id: &str, idle: std::time::Duration) -> bool {
+        let stale = lock(&self.owners)
+            .get(id)
+            .is_some_and(|(_, touched)| touched.elapsed() >= idle);
+        stale && !lock(&self.listening).contains_key(id)
+    }
+
+    /// Closes the sessions unused for `idle` that rmcp still holds, and forgets the owners of
+    /// those unused that nothing here holds any more.
+    async fn forget_unused(&self, idle: std::time::Duration) {
+        let candidates: Vec<String> = lock(&self.owners)
             .iter()
             .filter(|(_, (_, touched))| touched.elapsed() >= idle)
             .map(|(id, _)| id.clone())
             .collect();
+        let stale: Vec<String> = candidates
+            .into_iter()
+            .filter(|id| self.unused(id, idle))
+            .collect();
         if stale.is_empty() {
             return;
         }
-        let ended = self.sessions.not_held(stale).await;
-        let mut owners = lock(&self.owners);
-        let before = owners.len();
-        for id in &ended {
-            // Still unused: a request let through since is its owner's again.
-            if owners
-                .get(id)
-                .is_some_and(|(_, touched)| touched.elapsed() >= idle)
-            {
-                owners.remove(id);
+        let mut closed = 0_usize;
+        for id in self.sessions.held_by_rmcp(stale.clone()).await {
+            // Checked again just before: a request or a stream may have come meanwhile.
+            if self.unused(&id, idle) && self.sessions.close_in_rmcp(&id).await {
+                closed += 1;
             }
         }
-        let forgotten = before - owners.len();
-        drop(owners);
+        if closed > 0 {
+            tracing::debug!(
+                sessions = closed,
+                "sessions unused for their idle time closed (rmcp kept them on what it sent)"
+            );
+        }
+        let ended = self.sessions.not_held(stale).await;
+        let mut forgotten = 0_usize;
+        for id in &ended {
+            // Still unused: a request let through since is its owner's again.
+            if self.unused(id, idle) && lock(&self.owners).remove(id).is_some() {
+                forgotten += 1;
+            }
+        }
         if forgotten > 0 {
             tracing::debug!(
                 sessions = forgotten,

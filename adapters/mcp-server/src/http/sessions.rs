@@ -136,6 +136,34 @@ impl Sessions {
         ids
     }
 
+    /// Of `ids`, those rmcp serves (taken over, if it was, and not opened outside it).
+    pub(crate) async fn held_by_rmcp(&self, mut ids: Vec<String>) -> Vec<String> {
+        {
+            let rmcp = self.local.sessions.read().await;
+            ids.retain(|id| rmcp.contains_key(id.as_str()));
+        }
+        let restoring = lock(&self.restoring);
+        ids.retain(|id| !restoring.contains(id));
+        ids
+    }
+
+    /// Closes the session `id` rmcp serves, as a `DELETE` would: whether it did.
+    pub(crate) async fn close_in_rmcp(&self, id: &str) -> bool {
+        let id: SessionId = id.into();
+        if lock(&self.restoring).contains(id.as_ref())
+            || !self.local.sessions.read().await.contains_key(&id)
+        {
+            return false;
+        }
+        match self.close_session(&id).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("an unused session could not be closed: {e}");
+                false
+            }
+        }
+    }
+
     /// The sessions open on this replica: rmcp's and those opened outside it.
     pub(crate) async fn open(&self) -> usize {
         let rmcp = self.local.sessions.read().await.len();
@@ -386,76 +414,4 @@ impl store::SessionStore for Restore {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-
-    // A session rmcp is taking over is not yet held, for the requests that would otherwise reach
-    // it before its handshake is replayed; once closed (a failed replay closes it), nothing of
-    // the takeover is left.
-    #[tokio::test]
-    async fn a_session_being_taken_over_is_not_held_until_its_handshake() {
-        let sessions = Sessions::default();
-        let id: SessionId = fresh_id();
-        let params: InitializeRequestParams = serde_json::from_value(serde_json::json!({
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}
-        }))
-        .unwrap();
-        let opened = sessions.open_here(params);
-        assert!(!sessions.has_session(&opened).await.unwrap());
-        assert_eq!(sessions.open().await, 1);
-
-        let restored = sessions.restore_session(opened.clone()).await.unwrap();
-        assert!(matches!(restored, RestoreOutcome::Restored(_)));
-        assert!(sessions.local.has_session(&opened).await.unwrap());
-        assert!(
-            !sessions.has_session(&opened).await.unwrap(),
-            "held before its handshake is replayed"
-        );
-
-        assert_eq!(sessions.open().await, 1);
-
-        sessions.close_session(&opened).await.unwrap();
-        assert!(!sessions.has_session(&opened).await.unwrap());
-        assert!(lock(&sessions.restoring).is_empty());
-        assert_eq!(sessions.open().await, 0);
-        assert!(!sessions.has_session(&id).await.unwrap());
-    }
-
-    // What the guard may forget the owner of: a session nothing here holds. One opened outside
-    // rmcp, one rmcp is taking over and one rmcp serves are held; once rmcp has closed them, and
-    // for an id never seen, nothing is.
-    #[tokio::test]
-    async fn a_session_is_held_until_rmcp_ends_it() {
-        let sessions = Sessions::default();
-        let params: InitializeRequestParams = serde_json::from_value(serde_json::json!({
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}
-        }))
-        .unwrap();
-        let here = sessions.open_here(params.clone());
-        let taken = sessions.open_here(params);
-        let _transport = sessions.restore_session(taken.clone()).await.unwrap();
-        let (served, _worker) = sessions.local.create_session().await.unwrap();
-        let never = fresh_id();
-        let all = || {
-            [&here, &taken, &served, &never]
-                .map(|id| id.to_string())
-                .to_vec()
-        };
-        assert_eq!(sessions.not_held(all()).await, vec![never.to_string()]);
-
-        lock(&sessions.restoring).remove(taken.as_ref());
-        assert_eq!(
-            sessions.not_held(all()).await,
-            vec![never.to_string()],
-            "rmcp serves the one it took over"
-        );
-        for id in [&here, &taken, &served] {
-            sessions.close_session(id).await.unwrap();
-        }
-        assert_eq!(sessions.not_held(all()).await, all());
-    }
-}
+mod tests;
