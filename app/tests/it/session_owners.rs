@@ -1,7 +1,7 @@
 //! Sessions no longer in use, through the real binary: one rmcp has ended for idleness leaves
 //! nothing of its owner behind; one rmcp would keep alive on the changes it is told of, whose
-//! client went away, is closed; one whose client listens on its `GET` stream stays open and its
-//! opener's, even after the session store forgot it.
+//! client went away, is closed; one whose client listens on its `GET` stream, hearing those
+//! changes, stays open and its opener's, even after the session store forgot it.
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -58,8 +58,9 @@ async fn listen(addr: SocketAddr, host: &str, key: &str, sid: &str) -> TcpStream
 // no GET stream open) is closed and leaves nothing of its owner behind: one rmcp ends itself,
 // and one subscribed to a resource that keeps changing, which rmcp would keep alive on the
 // changes it sends to a client that went away. Both ids are 404 to everyone after. A session
-// whose client listens on its GET stream is in use: it stays open after the store forgot it,
-// and its opener's: another agent presenting its id gets 404, the opener is answered.
+// whose client listens on its GET stream, hearing the changes, is in use: it stays open after
+// the store forgot it, and its opener's: another agent presenting its id gets 404, the opener
+// is answered.
 #[tokio::test(flavor = "multi_thread")]
 async fn unused_sessions_are_closed_and_forgotten_and_a_listened_one_stays_its_openers() {
     let dir = tempfile::tempdir().unwrap();
