@@ -129,8 +129,9 @@ struct Guard {
     request_timeout: Duration,
     /// Who opened each session this replica serves, and when the store last heard of its use.
     owners: Mutex<HashMap<String, (Principal, std::time::Instant)>>,
-    /// The `GET` streams open on each session: a session its client listens on is in use.
-    listening: Mutex<HashMap<String, usize>>,
+    /// The `GET` streams open on each session, and when one last was: a session its client
+    /// listens on is in use.
+    listening: Mutex<HashMap<String, guard::Listened>>,
     sessions: Arc<Sessions>,
     /// Every replica's sessions.
     shared: Shared,

@@ -5,7 +5,10 @@
 //! so that `http::direct` may answer it without rmcp; so is one on a session opened outside rmcp
 //! (`http::direct` answered its `initialize`), whose requests are marked [`NotInRmcp`].
 
-use std::sync::{Arc, Mutex};
+use std::{
+    sync::{Arc, Mutex},
+    time::Instant,
+};
 
 use axum::{
     body::Body,
@@ -219,6 +222,13 @@ pub(super) async fn sessions(
     response
 }
 
+/// The `GET` streams open on a session, and when one was last open.
+#[derive(Debug)]
+pub(super) struct Listened {
+    open: usize,
+    last: Instant,
+}
+
 /// A `GET` stream open on a session, counted in `Guard::listening` while it lives.
 struct Listening {
     guard: Arc<Guard>,
@@ -227,7 +237,14 @@ struct Listening {
 
 impl Listening {
     fn new(guard: &Arc<Guard>, id: &str) -> Self {
-        *lock(&guard.listening).entry(id.to_owned()).or_default() += 1;
+        let mut listening = lock(&guard.listening);
+        let listened = listening.entry(id.to_owned()).or_insert(Listened {
+            open: 0,
+            last: Instant::now(),
+        });
+        listened.open += 1;
+        listened.last = Instant::now();
+        drop(listening);
         Self {
             guard: guard.clone(),
             id: id.to_owned(),
@@ -237,25 +254,24 @@ impl Listening {
 
 impl Drop for Listening {
     fn drop(&mut self) {
-        let mut listening = lock(&self.guard.listening);
-        if let Some(open) = listening.get_mut(&self.id) {
-            *open -= 1;
-            if *open == 0 {
-                listening.remove(&self.id);
-            }
+        if let Some(listened) = lock(&self.guard.listening).get_mut(&self.id) {
+            listened.open -= 1;
+            listened.last = Instant::now();
         }
     }
 }
 
 impl Guard {
-    /// Every so often until `stop`, forgets what this process keeps of sessions no longer in
-    /// use: those opened outside rmcp and unused for their idle time, and their owners; and the
-    /// owners of sessions rmcp has ended (idle, without a DELETE or a request to hear 404 from),
-    /// which would otherwise stay for the life of the process. A session is unused when no
-    /// request of it has passed the guard for the idle time and no `GET` stream of it is open.
-    /// One rmcp still holds although unused, kept alive by what its handler sends (the changes
-    /// it subscribed to, for a client that went away), is closed first: rmcp counts what it
-    /// sends as use. A session in use keeps its owner, whatever the store says.
+    /// Every so often until `stop`, says to the session store that the sessions whose clients
+    /// listen on a `GET` stream are in use (no request passes the owner's check for them), and
+    /// forgets what this process keeps of sessions no longer in use: those opened outside rmcp
+    /// and unused for their idle time, and their owners; and the owners of sessions rmcp has
+    /// ended (idle, without a DELETE or a request to hear 404 from), which would otherwise stay
+    /// for the life of the process. A session is unused when no request of it has passed the
+    /// guard, and no `GET` stream of it has been open, for the idle time. One rmcp still holds
+    /// although unused, kept alive by what its handler sends (the changes it subscribed to, for
+    /// a client that went away), is closed first: rmcp counts what it sends as use. A session
+    /// in use keeps its owner, whatever the store says.
     pub(super) fn keep_forgetting(self: &Arc<Self>, stop: CancellationToken) {
         let me = self.clone();
         tokio::spawn(async move {
@@ -278,18 +294,44 @@ impl Guard {
                         "idle sessions opened outside rmcp forgotten"
                     );
                 }
+                me.touch_listened(idle);
                 me.forget_unused(idle).await;
             }
         });
     }
 
-    /// Whether the session `id` has had no request through the guard for `idle` and has no
-    /// `GET` stream open.
+    /// The sessions with a `GET` stream open are in use: in the store (so that a replica, this
+    /// one too once rmcp's timer closed a quiet one, can take them over from their record), and
+    /// here until `idle` after their last stream closes.
+    /// A session's line is dropped `idle` after its last stream closed, when it says nothing
+    /// any more.
+    fn touch_listened(&self, idle: std::time::Duration) {
+        let mut listening = lock(&self.listening);
+        listening.retain(|_, l| l.open > 0 || l.last.elapsed() < idle);
+        let listened: Vec<String> = listening
+            .iter_mut()
+            .filter(|(_, listened)| listened.open > 0)
+            .map(|(id, listened)| {
+                listened.last = Instant::now();
+                id.clone()
+            })
+            .collect();
+        drop(listening);
+        for id in &listened {
+            self.shared.touch(id);
+        }
+    }
+
+    /// Whether the session `id` has had no request through the guard, and no `GET` stream
+    /// open, for `idle`.
     fn unused(&self, id: &str, idle: std::time::Duration) -> bool {
         let stale = lock(&self.owners)
             .get(id)
             .is_some_and(|(_, touched)| touched.elapsed() >= idle);
-        stale && !lock(&self.listening).contains_key(id)
+        stale
+            && lock(&self.listening)
+                .get(id)
+                .is_none_or(|l| l.open == 0 && l.last.elapsed() >= idle)
     }
 
     /// Closes the sessions unused for `idle` that rmcp still holds, and forgets the owners of
