@@ -303,8 +303,9 @@ impl Guard {
     /// The sessions with a `GET` stream open are in use: in the store (so that a replica, this
     /// one too once rmcp's timer closed a quiet one, can take them over from their record), and
     /// here until `idle` after their last stream closes.
-    /// A session's line is dropped `idle` after its last stream closed, when it says nothing
-    /// any more.
+    ///
+    /// A session's line here is dropped `idle` after its last stream closed: it says nothing
+    /// any more then.
     fn touch_listened(&self, idle: std::time::Duration) {
         let mut listening = lock(&self.listening);
         listening.retain(|_, l| l.open > 0 || l.last.elapsed() < idle);
