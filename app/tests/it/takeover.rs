@@ -1,6 +1,7 @@
 //! Sessions and subscriptions that outlive their replica: two `quarry serve --http` on one
 //! PostgreSQL schema and one Redis prefix, behind a relay standing in for the load balancer. A
 //! replica is killed (no goodbye) and the balancer sends its clients to the other.
+//! A session opened outside rmcp is handed to it once, however many of its requests ask at once.
 
 // resources/subscribe is what a 2025-11-25 client sends; rmcp marks it legacy.
 #![allow(deprecated)]
@@ -280,4 +281,39 @@ async fn a_session_outlives_a_restart_on_the_embedded_store() {
     let never = format!("Mcp-Session-Id: {}", "0".repeat(64));
     let (status, _, _) = crate::http::post(second.addr, &host(second.addr), &[&never], &read).await;
     assert_eq!(status, 404, "an id never opened");
+}
+
+// traces: REQ-071-036, TR-4 — a session opened outside rmcp is handed to it by its first
+// request that is not a read; when many come at once (an SDK client's `GET` stream and its
+// first calls), one hands it over and the others wait for it: every one is answered, none
+// with a 500 from a second takeover of a session rmcp already holds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_handed_to_rmcp_by_many_requests_at_once_answers_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = crate::http::served(dir.path(), "", &[]).await;
+    let host = format!("127.0.0.1:{}", gw.addr.port());
+    for round in 0..60 {
+        let (status, head, _) =
+            crate::http::post(gw.addr, &host, &[], crate::http::INITIALIZE).await;
+        assert_eq!(status, 200, "{head}");
+        let sid = format!(
+            "Mcp-Session-Id: {}",
+            crate::http::session_of(&head).unwrap()
+        );
+        let calls: Vec<_> = (0..12)
+            .map(|n| {
+                let (addr, host, sid) = (gw.addr, host.clone(), sid.clone());
+                let list = format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/list"}}"#);
+                tokio::spawn(async move {
+                    let headers = [sid.as_str(), "MCP-Protocol-Version: 2025-11-25"];
+                    crate::http::post(addr, &host, &headers, &list).await
+                })
+            })
+            .collect();
+        for call in calls {
+            let (status, head, body) = call.await.unwrap();
+            assert_eq!(status, 200, "round {round}: {head}{body}");
+            assert!(body.contains("read_mcp_resource"), "round {round}: {body}");
+        }
+    }
 }

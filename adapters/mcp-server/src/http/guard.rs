@@ -166,6 +166,11 @@ pub(super) async fn sessions(
     }
     let initialize = request.extensions().get::<Initialize>().cloned();
     let answered_here = request.extensions().get::<HeldHere>().is_some();
+    // One request at a time hands a session to rmcp; the others then find it served.
+    let _handing = match &asked {
+        Some(id) if !answered_here && !deleting => g.sessions.hand_over(id).await,
+        _ => None,
+    };
     let response = next.run(request).await;
     let opened = response
         .headers()

@@ -86,3 +86,52 @@ async fn a_session_is_held_until_rmcp_ends_it() {
     assert_eq!(sessions.not_held(all()).await, all());
     assert!(sessions.held_by_rmcp(all()).await.is_empty());
 }
+
+// One request at a time hands a session to rmcp: another waits while the first has its turn.
+// A turn given up before rmcp serves the session passes to the next request; once rmcp has
+// replayed the handshake, the waiting ones go on with nothing to hand over, and so does any
+// later one.
+#[tokio::test]
+async fn one_request_at_a_time_hands_a_session_to_rmcp() {
+    let sessions = Arc::new(Sessions::default());
+    let params: InitializeRequestParams = serde_json::from_value(serde_json::json!({
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}
+    }))
+    .unwrap();
+    let opened = sessions.open_here(params).to_string();
+    let waiting = |sessions: &Arc<Sessions>| {
+        let (sessions, id) = (sessions.clone(), opened.clone());
+        tokio::spawn(async move { sessions.hand_over(&id).await.is_some() })
+    };
+    let first = sessions
+        .hand_over(&opened)
+        .await
+        .expect("the first request's turn");
+    let second = waiting(&sessions);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!second.is_finished(), "waits while another has the turn");
+    drop(first);
+    assert!(second.await.unwrap(), "a turn given up passes on");
+
+    let third = sessions.hand_over(&opened).await.expect("its turn");
+    let fourth = waiting(&sessions);
+    let _transport = sessions
+        .restore_session(opened.as_str().into())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !fourth.is_finished(),
+        "waits while rmcp replays the handshake"
+    );
+    // What `initialize_session` does once the handshake is replayed.
+    lock(&sessions.restoring).remove(&opened);
+    sessions.handed_over(&opened);
+    assert!(
+        !fourth.await.unwrap(),
+        "served by rmcp: nothing to hand over"
+    );
+    drop(third);
+    assert!(sessions.hand_over(&opened).await.is_none());
+}
