@@ -56,26 +56,6 @@ pub(crate) struct Sessions {
     handed: tokio::sync::Notify,
 }
 
-/// A request's turn to hand a session to rmcp (`Sessions::hand_over`), until rmcp has replayed
-/// its handshake or the request is done.
-#[derive(Debug)]
-pub(crate) struct HandOver {
-    sessions: Arc<Sessions>,
-    id: String,
-    number: u64,
-}
-
-impl Drop for HandOver {
-    fn drop(&mut self) {
-        let mut handing = lock(&self.sessions.handing);
-        if handing.get(&self.id) == Some(&self.number) {
-            handing.remove(&self.id);
-            drop(handing);
-            self.sessions.handed.notify_waiters();
-        }
-    }
-}
-
 /// A session opened outside rmcp: when it was last used, and its client's `initialize`
 /// parameters, which rmcp replays when it is handed the session (from here, not from the store:
 /// a session in use goes on while the store is out of reach).
@@ -187,51 +167,6 @@ impl Sessions {
                 tracing::warn!("an unused session could not be closed: {e}");
                 false
             }
-        }
-    }
-
-    /// Whether rmcp serves the session `id`, its handshake replayed if it took it over.
-    async fn served_by_rmcp(&self, id: &str) -> bool {
-        !lock(&self.restoring).contains(id) && self.local.sessions.read().await.contains_key(id)
-    }
-
-    /// For a request that goes to rmcp on the session `id`: `None` if rmcp serves it, else the
-    /// request's turn to have rmcp take it over (from here or from the store), once no other
-    /// request has it. rmcp makes a request wait for a takeover already under way, but one that
-    /// found the session missing just before another request's takeover ended starts a second
-    /// one, of a session rmcp now holds, and gets a 500; with one request at a time, the
-    /// others find it served when their turn comes.
-    pub(crate) async fn hand_over(self: &Arc<Self>, id: &str) -> Option<HandOver> {
-        loop {
-            let handed = self.handed.notified();
-            tokio::pin!(handed);
-            handed.as_mut().enable();
-            if self.served_by_rmcp(id).await {
-                return None;
-            }
-            {
-                let mut handing = lock(&self.handing);
-                if !handing.contains_key(id) {
-                    let number = self
-                        .handings
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    handing.insert(id.to_owned(), number);
-                    return Some(HandOver {
-                        sessions: self.clone(),
-                        id: id.to_owned(),
-                        number,
-                    });
-                }
-            }
-            handed.await;
-        }
-    }
-
-    /// rmcp has replayed the handshake of the session `id` (or failed to, and closed it): the
-    /// next request waiting to hand it over goes on.
-    fn handed_over(&self, id: &str) {
-        if lock(&self.handing).remove(id).is_some() {
-            self.handed.notify_waiters();
         }
     }
 
@@ -484,6 +419,8 @@ impl store::SessionStore for Restore {
         Ok(self.0.store.close(&self.0.key(id)).await?)
     }
 }
+
+mod hand_over;
 
 #[cfg(test)]
 mod tests;

@@ -135,3 +135,47 @@ async fn one_request_at_a_time_hands_a_session_to_rmcp() {
     drop(third);
     assert!(sessions.hand_over(&opened).await.is_none());
 }
+
+// A request given up halfway through a takeover (rmcp holds the session, its handshake not
+// replayed) leaves nothing half made: the session is closed in rmcp before the next request's
+// turn, which takes it over afresh.
+#[tokio::test]
+async fn a_takeover_given_up_halfway_is_undone_before_the_next_turn() {
+    let sessions = Arc::new(Sessions::default());
+    let params: InitializeRequestParams = serde_json::from_value(serde_json::json!({
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}
+    }))
+    .unwrap();
+    let opened = sessions.open_here(params).to_string();
+    let turn = sessions.hand_over(&opened).await.expect("its turn");
+    let _transport = sessions
+        .restore_session(opened.as_str().into())
+        .await
+        .unwrap();
+    assert!(
+        sessions
+            .local
+            .has_session(&opened.as_str().into())
+            .await
+            .unwrap()
+    );
+    drop(turn);
+    let next = tokio::time::timeout(Duration::from_secs(5), sessions.hand_over(&opened))
+        .await
+        .expect("the next turn comes");
+    assert!(next.is_some(), "not served: the next request takes it over");
+    assert!(
+        !sessions
+            .local
+            .has_session(&opened.as_str().into())
+            .await
+            .unwrap()
+    );
+    assert!(lock(&sessions.restoring).is_empty());
+    let restored = sessions
+        .restore_session(opened.as_str().into())
+        .await
+        .unwrap();
+    assert!(matches!(restored, RestoreOutcome::Restored(_)), "afresh");
+}
