@@ -4,6 +4,15 @@
 
 use super::*;
 
+/// A client's `initialize` parameters.
+fn params() -> InitializeRequestParams {
+    serde_json::from_value(serde_json::json!({
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}
+    }))
+    .unwrap()
+}
+
 // A session rmcp is taking over is not yet held, for the requests that would otherwise reach
 // it before its handshake is replayed; once closed (a failed replay closes it), nothing of
 // the takeover is left.
@@ -11,12 +20,7 @@ use super::*;
 async fn a_session_being_taken_over_is_not_held_until_its_handshake() {
     let sessions = Sessions::default();
     let id: SessionId = fresh_id();
-    let params: InitializeRequestParams = serde_json::from_value(serde_json::json!({
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}
-    }))
-    .unwrap();
-    let opened = sessions.open_here(params);
+    let opened = sessions.open_here(params());
     assert!(!sessions.has_session(&opened).await.unwrap());
     assert_eq!(sessions.open().await, 1);
 
@@ -44,13 +48,8 @@ async fn a_session_being_taken_over_is_not_held_until_its_handshake() {
 #[tokio::test]
 async fn a_session_is_held_until_rmcp_ends_it() {
     let sessions = Sessions::default();
-    let params: InitializeRequestParams = serde_json::from_value(serde_json::json!({
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}
-    }))
-    .unwrap();
-    let here = sessions.open_here(params.clone());
-    let taken = sessions.open_here(params);
+    let here = sessions.open_here(params());
+    let taken = sessions.open_here(params());
     let _transport = sessions.restore_session(taken.clone()).await.unwrap();
     let (served, _worker) = sessions.local.create_session().await.unwrap();
     let never = fresh_id();
@@ -94,12 +93,7 @@ async fn a_session_is_held_until_rmcp_ends_it() {
 #[tokio::test]
 async fn one_request_at_a_time_hands_a_session_to_rmcp() {
     let sessions = Arc::new(Sessions::default());
-    let params: InitializeRequestParams = serde_json::from_value(serde_json::json!({
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}
-    }))
-    .unwrap();
-    let opened = sessions.open_here(params).to_string();
+    let opened = sessions.open_here(params()).to_string();
     let waiting = |sessions: &Arc<Sessions>| {
         let (sessions, id) = (sessions.clone(), opened.clone());
         tokio::spawn(async move { sessions.hand_over(&id).await.is_some() })
@@ -142,12 +136,7 @@ async fn one_request_at_a_time_hands_a_session_to_rmcp() {
 #[tokio::test]
 async fn a_takeover_given_up_halfway_is_undone_before_the_next_turn() {
     let sessions = Arc::new(Sessions::default());
-    let params: InitializeRequestParams = serde_json::from_value(serde_json::json!({
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}
-    }))
-    .unwrap();
-    let opened = sessions.open_here(params).to_string();
+    let opened = sessions.open_here(params()).to_string();
     let turn = sessions.hand_over(&opened).await.expect("its turn");
     let _transport = sessions
         .restore_session(opened.as_str().into())
