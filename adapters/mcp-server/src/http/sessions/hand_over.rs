@@ -61,6 +61,10 @@ impl Sessions {
     /// one, of a session rmcp now holds, and gets a 500; with one request at a time, the
     /// others find it served when their turn comes.
     pub(crate) async fn hand_over(self: &Arc<Self>, id: &str) -> Option<HandOver> {
+        // Nearly always: served already, and nothing to wait for.
+        if self.served_by_rmcp(id).await {
+            return None;
+        }
         loop {
             let handed = self.handed.notified();
             tokio::pin!(handed);
